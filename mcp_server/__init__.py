@@ -1,0 +1,52 @@
+"""Serve the Model Context Protocol from a Django site.
+
+Register handlers in any installed app's ``mcp.py``::
+
+    from mcp_server import mcp, Context, ToolError
+
+    @mcp.tool
+    async def search_books(query: str, limit: int = 10) -> list[BookOut]:
+        "Find books whose title contains the query."
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__all__ = [
+    "Audio",
+    "Context",
+    "Image",
+    "JSONRPCError",
+    "MCPServer",
+    "ResourceNotFound",
+    "ToolError",
+    "mcp",
+]
+
+if TYPE_CHECKING:
+    from .protocol.context import Context
+    from .protocol.errors import JSONRPCError, ResourceNotFound, ToolError
+    from .registry.results import Audio, Image
+    from .registry.server import MCPServer, mcp
+
+_LAZY = {
+    "Context": "mcp_server.protocol.context",
+    "JSONRPCError": "mcp_server.protocol.errors",
+    "ResourceNotFound": "mcp_server.protocol.errors",
+    "ToolError": "mcp_server.protocol.errors",
+    "Audio": "mcp_server.registry.results",
+    "Image": "mcp_server.registry.results",
+    "MCPServer": "mcp_server.registry.server",
+    "mcp": "mcp_server.registry.server",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import the public names on first use, so that ``INSTALLED_APPS`` can load this package early."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mcp_server' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

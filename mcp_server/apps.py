@@ -1,0 +1,19 @@
+"""App configuration: discovers each installed app's ``mcp.py`` the way the admin discovers ``admin.py``."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+from django.utils.module_loading import autodiscover_modules
+
+
+class MCPServerConfig(AppConfig):
+    """``mcp_server``."""
+
+    name = "mcp_server"
+    verbose_name = "MCP server"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401  (registers the system checks)
+
+        autodiscover_modules("mcp")

@@ -1,0 +1,61 @@
+"""System checks for ``MCP_SERVER`` (ids ``mcp_server.E0xx`` and ``mcp_server.W0xx``, listed in the README)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.utils.module_loading import import_string
+
+from .conf import RESPONSE_MODES, MCPSettings
+
+__all__ = ["check_settings"]
+
+
+@register(Tags.compatibility)
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Validate ``MCP_SERVER``."""
+    messages: list[CheckMessage] = []
+    raw = getattr(settings, "MCP_SERVER", {})
+    if not isinstance(raw, dict):
+        return [Error("MCP_SERVER must be a dict.", id="mcp_server.E000")]
+    conf = MCPSettings.from_django()
+    for key in conf.unknown_keys:
+        messages.append(
+            Error(f"MCP_SERVER has an unknown key {key!r}.", hint="See the settings table in the README.", id="mcp_server.E001")
+        )
+    if conf.RESPONSE_MODE not in RESPONSE_MODES:
+        messages.append(
+            Error(f"MCP_SERVER['RESPONSE_MODE'] must be one of {RESPONSE_MODES}.", id="mcp_server.E002")
+        )
+    channel_layers = getattr(settings, "CHANNEL_LAYERS", {}) or {}
+    if conf.CHANNEL_LAYER not in channel_layers:
+        messages.append(
+            Error(
+                f"CHANNEL_LAYERS has no alias {conf.CHANNEL_LAYER!r}.",
+                hint="Configure a channel layer (InMemoryChannelLayer for one process, channels_redis for several).",
+                id="mcp_server.E003",
+            )
+        )
+    for path in conf.MIDDLEWARE:
+        try:
+            import_string(path)
+        except ImportError as exc:
+            messages.append(Error(f"MCP_SERVER['MIDDLEWARE'] entry {path!r} cannot be imported: {exc}", id="mcp_server.E004"))
+    for key in ("REQUEST_TIMEOUT", "SESSION_IDLE_TIMEOUT"):
+        value = getattr(conf, key)
+        if value is not None and (not isinstance(value, int | float) or value <= 0):
+            messages.append(Error(f"MCP_SERVER[{key!r}] must be a positive number or None.", id="mcp_server.E005"))
+    for key in ("MAX_REQUEST_BYTES", "PAGE_SIZE"):
+        value = getattr(conf, key)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            messages.append(Error(f"MCP_SERVER[{key!r}] must be a positive integer.", id="mcp_server.E006"))
+    if not settings.DEBUG and "*" in conf.ALLOWED_ORIGINS:
+        messages.append(
+            Warning(
+                "MCP_SERVER['ALLOWED_ORIGINS'] contains '*': any web page can call the MCP endpoint.",
+                id="mcp_server.W001",
+            )
+        )
+    return messages

@@ -1,0 +1,87 @@
+"""The one ``MCP_SERVER`` settings dict, read through a typed object that follows ``setting_changed``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+__all__ = ["DEFAULTS", "MCPSettings", "mcp_settings"]
+
+DEFAULTS: dict[str, Any] = {
+    "SERVER_NAME": "django-mcp",
+    "SERVER_VERSION": "0.1.0",
+    "SERVER_TITLE": None,
+    "INSTRUCTIONS": None,
+    "RESPONSE_MODE": "auto",
+    "ALLOWED_HOSTS": None,
+    "ALLOWED_ORIGINS": [],
+    "MAX_REQUEST_BYTES": 4 * 1024 * 1024,
+    "REQUEST_TIMEOUT": 300.0,
+    "SESSION_IDLE_TIMEOUT": 3600.0,
+    "PAGE_SIZE": 100,
+    "CHANNEL_LAYER": "default",
+    "MIDDLEWARE": [],
+}
+"""Every key ``MCP_SERVER`` understands, with its default. The README's settings table mirrors this."""
+
+RESPONSE_MODES = ("auto", "sse", "json")
+
+
+@dataclass(frozen=True)
+class MCPSettings:
+    """Typed view of ``settings.MCP_SERVER`` merged over :data:`DEFAULTS`."""
+
+    SERVER_NAME: str
+    SERVER_VERSION: str
+    SERVER_TITLE: str | None
+    INSTRUCTIONS: str | None
+    RESPONSE_MODE: str
+    ALLOWED_HOSTS: list[str] | None
+    ALLOWED_ORIGINS: list[str]
+    MAX_REQUEST_BYTES: int
+    REQUEST_TIMEOUT: float | None
+    SESSION_IDLE_TIMEOUT: float | None
+    PAGE_SIZE: int
+    CHANNEL_LAYER: str
+    MIDDLEWARE: list[str]
+    unknown_keys: tuple[str, ...] = field(default=())
+
+    @classmethod
+    def from_django(cls) -> MCPSettings:
+        """Build the settings object from ``django.conf.settings``."""
+        user: dict[str, Any] = dict(getattr(settings, "MCP_SERVER", None) or {})
+        known = {f.name for f in fields(cls)} - {"unknown_keys"}
+        merged = {**DEFAULTS, **{k: v for k, v in user.items() if k in known}}
+        unknown = tuple(sorted(k for k in user if k not in known))
+        return cls(**merged, unknown_keys=unknown)
+
+
+class _LazySettings:
+    """Proxy that rebuilds :class:`MCPSettings` after ``setting_changed`` (as in tests)."""
+
+    _cached: MCPSettings | None = None
+
+    def get(self) -> MCPSettings:
+        if self._cached is None:
+            self._cached = MCPSettings.from_django()
+        return self._cached
+
+    def reset(self) -> None:
+        self._cached = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.get(), name)
+
+
+mcp_settings: Any = _LazySettings()
+"""The live settings; attribute access reads the current ``MCP_SERVER`` value or its default."""
+
+
+@receiver(setting_changed)
+def _reset_on_change(*, setting: str, **kwargs: Any) -> None:
+    if setting in {"MCP_SERVER", "DEBUG", "ALLOWED_HOSTS"}:
+        mcp_settings.reset()

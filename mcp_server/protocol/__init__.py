@@ -1,0 +1,1 @@
+"""JSON-RPC envelope, protocol revisions, lifecycle and dispatch."""

@@ -1,0 +1,144 @@
+"""``Context``: what a handler can ask of the request it serves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .errors import JSONRPCError
+from .jsonrpc import RequestId
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest
+
+    from ..registry.server import MCPServer
+
+__all__ = ["LOG_LEVELS", "Context", "Peer", "SessionState"]
+
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
+class Peer(Protocol):
+    """The transport's side of one request: where its related messages go."""
+
+    async def notify(self, message: dict[str, Any]) -> None:
+        """Send a notification related to the request (on its stream, if it has one)."""
+
+    async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        """Send a server-to-client request and wait for the client's result."""
+
+
+@dataclass
+class SessionState:
+    """What the server knows of the client's session while a request runs."""
+
+    id: str | None
+    protocol_version: str
+    client_capabilities: dict[str, Any] = field(default_factory=dict)
+    client_info: dict[str, Any] = field(default_factory=dict)
+    log_level: str | None = None
+
+
+@dataclass
+class Context:
+    """Handed to any handler that declares a parameter annotated ``Context``."""
+
+    server: MCPServer
+    session: SessionState
+    request_id: RequestId
+    method: str
+    params: dict[str, Any]
+    peer: Peer
+    request: HttpRequest | None = None
+    user: Any = None
+
+    @property
+    def session_id(self) -> str | None:
+        """The ``Mcp-Session-Id`` of the session, ``None`` when stateless."""
+        return self.session.id
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """The request's ``_meta``."""
+        meta = self.params.get("_meta")
+        return meta if isinstance(meta, dict) else {}
+
+    @property
+    def progress_token(self) -> str | int | None:
+        """The client's ``progressToken``, when it asked for progress."""
+        token = self.meta.get("progressToken")
+        return token if isinstance(token, str | int) else None
+
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Send ``notifications/progress`` when the client supplied a progress token; otherwise nothing."""
+        token = self.progress_token
+        if token is None:
+            return
+        params: dict[str, Any] = {"progressToken": token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self.peer.notify({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+
+    async def log(self, level: str, data: Any, logger: str | None = None) -> None:
+        """Send ``notifications/message`` if ``level`` is at or above the level the client set."""
+        if level not in LOG_LEVELS:
+            raise ValueError(f"unknown log level {level!r}")
+        threshold = self.session.log_level
+        if threshold is None or LOG_LEVELS.index(level) < LOG_LEVELS.index(threshold):
+            return
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger:
+            params["logger"] = logger
+        await self.peer.notify({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
+
+    async def debug(self, data: Any) -> None:
+        """``log("debug", data)``."""
+        await self.log("debug", data)
+
+    async def info(self, data: Any) -> None:
+        """``log("info", data)``."""
+        await self.log("info", data)
+
+    async def warning(self, data: Any) -> None:
+        """``log("warning", data)``."""
+        await self.log("warning", data)
+
+    async def error(self, data: Any) -> None:
+        """``log("error", data)``."""
+        await self.log("error", data)
+
+    def _require(self, capability: str) -> None:
+        if capability not in self.session.client_capabilities:
+            raise JSONRPCError(-32600, f"The client did not declare the {capability!r} capability")
+
+    async def elicit(self, message: str, requested_schema: dict[str, Any]) -> dict[str, Any]:
+        """Ask the user for input (form elicitation); returns ``{"action": ..., "content": ...}``."""
+        self._require("elicitation")
+        params = {"mode": "form", "message": message, "requestedSchema": requested_schema}
+        return await self.peer.request("elicitation/create", params)
+
+    async def sample(
+        self,
+        messages: list[dict[str, Any]] | str,
+        *,
+        max_tokens: int = 1000,
+        system_prompt: str | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """Ask the client's model for a completion (``sampling/createMessage``)."""
+        self._require("sampling")
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": {"type": "text", "text": messages}}]
+        params: dict[str, Any] = {"messages": messages, "maxTokens": max_tokens, **extra}
+        if system_prompt is not None:
+            params["systemPrompt"] = system_prompt
+        return await self.peer.request("sampling/createMessage", params)
+
+    async def list_roots(self) -> list[dict[str, Any]]:
+        """The client's roots (``roots/list``)."""
+        self._require("roots")
+        result = await self.peer.request("roots/list", None)
+        roots = result.get("roots", [])
+        return roots if isinstance(roots, list) else []

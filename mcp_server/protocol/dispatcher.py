@@ -1,0 +1,166 @@
+"""Routes a request to the built-in MCP methods or to a registered raw method."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from mcp_types.methods import parse_client_request, serialize_server_result
+from pydantic import ValidationError
+
+from ..conf import mcp_settings
+from ..registry.entries import allowed
+from ..registry.signature import call_handler
+from .context import LOG_LEVELS, Context
+from .errors import INVALID_PARAMS, METHOD_NOT_FOUND, JSONRPCError, ResourceNotFound
+from .pagination import paginate
+
+if TYPE_CHECKING:
+    from ..registry.entries import RegisteredHandler
+
+__all__ = ["dispatch"]
+
+Handler = Callable[[Context], Awaitable[dict[str, Any] | None]]
+
+
+def _visible(entries: list[RegisteredHandler], ctx: Context) -> list[RegisteredHandler]:
+    return [e for e in entries if allowed(e.permission, ctx.user)]
+
+
+def _page(ctx: Context, key: str, entries: list[RegisteredHandler]) -> dict[str, Any]:
+    page, next_cursor = paginate(entries, ctx.params.get("cursor"), mcp_settings.PAGE_SIZE)
+    result: dict[str, Any] = {key: [e.definition() for e in page]}  # type: ignore[attr-defined]
+    if next_cursor:
+        result["nextCursor"] = next_cursor
+    return result
+
+
+async def _ping(ctx: Context) -> dict[str, Any]:
+    return {}
+
+
+async def _tools_list(ctx: Context) -> dict[str, Any]:
+    return _page(ctx, "tools", _visible(list(ctx.server.tools.values()), ctx))
+
+
+async def _tools_call(ctx: Context) -> dict[str, Any]:
+    name = ctx.params["name"]
+    tool = ctx.server.tools.get(name)
+    if tool is None or not allowed(tool.permission, ctx.user):
+        raise JSONRPCError(INVALID_PARAMS, f"Unknown tool: {name}")
+    return await tool.call(ctx.params.get("arguments"), ctx)
+
+
+async def _resources_list(ctx: Context) -> dict[str, Any]:
+    fixed = [r for r in ctx.server.resources.values() if not r.is_template]
+    return _page(ctx, "resources", _visible(list(fixed), ctx))
+
+
+async def _resource_templates_list(ctx: Context) -> dict[str, Any]:
+    templates = [r for r in ctx.server.resources.values() if r.is_template]
+    return _page(ctx, "resourceTemplates", _visible(list(templates), ctx))
+
+
+async def _resources_read(ctx: Context) -> dict[str, Any]:
+    uri = ctx.params["uri"]
+    found = ctx.server.find_resource(uri)
+    if found is None or not allowed(found[0].permission, ctx.user):
+        raise ResourceNotFound(uri)
+    resource, variables = found
+    return await resource.read(uri, variables, ctx)
+
+
+async def _subscribe(ctx: Context) -> dict[str, Any]:
+    from ..sessions import asubscribe
+
+    if ctx.server.find_resource(ctx.params["uri"]) is None:
+        raise ResourceNotFound(ctx.params["uri"])
+    await asubscribe(ctx.session, ctx.params["uri"], subscribed=ctx.method == "resources/subscribe")
+    return {}
+
+
+async def _prompts_list(ctx: Context) -> dict[str, Any]:
+    return _page(ctx, "prompts", _visible(list(ctx.server.prompts.values()), ctx))
+
+
+async def _prompts_get(ctx: Context) -> dict[str, Any]:
+    name = ctx.params["name"]
+    prompt = ctx.server.prompts.get(name)
+    if prompt is None or not allowed(prompt.permission, ctx.user):
+        raise JSONRPCError(INVALID_PARAMS, f"Unknown prompt: {name}")
+    return await prompt.render(ctx.params.get("arguments"), ctx)
+
+
+async def _set_level(ctx: Context) -> dict[str, Any]:
+    from ..sessions import aset_log_level
+
+    level = ctx.params["level"]
+    if level not in LOG_LEVELS:
+        raise JSONRPCError(INVALID_PARAMS, f"Unknown log level: {level}")
+    await aset_log_level(ctx.session, level)
+    return {}
+
+
+async def _complete(ctx: Context) -> dict[str, Any]:
+    ref = ctx.params["ref"]
+    key = f"{ref['type']}:{ref.get('name') or ref.get('uri')}"
+    handler = ctx.server.completions.get(key)
+    argument = ctx.params["argument"]
+    values: Any = []
+    if handler is not None:
+        context_arguments = (ctx.params.get("context") or {}).get("arguments") or {}
+        values = await call_handler(handler, argument["name"], argument["value"], context_arguments)
+    if isinstance(values, dict):
+        return {"completion": values}
+    values = [str(v) for v in values or []]
+    return {"completion": {"values": values[:100], "total": len(values), "hasMore": len(values) > 100}}
+
+
+BUILTINS: dict[str, Handler] = {
+    "ping": _ping,
+    "tools/list": _tools_list,
+    "tools/call": _tools_call,
+    "resources/list": _resources_list,
+    "resources/templates/list": _resource_templates_list,
+    "resources/read": _resources_read,
+    "resources/subscribe": _subscribe,
+    "resources/unsubscribe": _subscribe,
+    "prompts/list": _prompts_list,
+    "prompts/get": _prompts_get,
+    "logging/setLevel": _set_level,
+    "completion/complete": _complete,
+}
+
+
+def _validate(ctx: Context) -> None:
+    try:
+        parse_client_request(ctx.method, ctx.session.protocol_version, ctx.params or None)
+    except KeyError as exc:
+        raise JSONRPCError(
+            METHOD_NOT_FOUND, f"Method not found: {ctx.method} (protocol {ctx.session.protocol_version})"
+        ) from exc
+    except ValidationError as exc:
+        detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise JSONRPCError(INVALID_PARAMS, f"Invalid params for {ctx.method}: {detail}") from exc
+
+
+async def dispatch(ctx: Context) -> dict[str, Any] | None:
+    """Run the method ``ctx`` names and return its result (``None`` only from a raw method)."""
+    builtin = BUILTINS.get(ctx.method)
+    if builtin is not None:
+        _validate(ctx)
+        result = await builtin(ctx)
+        assert result is not None
+        try:
+            return serialize_server_result(ctx.method, ctx.session.protocol_version, result)
+        except KeyError:
+            return result
+    raw = ctx.server.methods.get(ctx.method)
+    if raw is None:
+        raise JSONRPCError(METHOD_NOT_FOUND, f"Method not found: {ctx.method}")
+    takes_context = len(inspect.signature(raw).parameters) > 1
+    value = await call_handler(raw, ctx.params, ctx) if takes_context else await call_handler(raw, ctx.params)
+    if value is not None and not isinstance(value, dict):
+        raise JSONRPCError(-32603, f"Method {ctx.method} returned {type(value).__name__}, not an object")
+    return value

@@ -1,0 +1,60 @@
+"""Errors a handler can raise, and the JSON-RPC error codes the server answers with."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp_types import (
+    CONNECTION_CLOSED,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    REQUEST_TIMEOUT,
+)
+
+__all__ = [
+    "CONNECTION_CLOSED",
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
+    "PARSE_ERROR",
+    "REQUEST_TIMEOUT",
+    "RESOURCE_NOT_FOUND",
+    "JSONRPCError",
+    "ResourceNotFound",
+    "ToolError",
+]
+
+RESOURCE_NOT_FOUND = -32002
+"""Handshake-era code for ``resources/read`` of an unknown URI."""
+
+
+class JSONRPCError(Exception):
+    """Raise from any handler to answer its request with this JSON-RPC error."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def to_error(self) -> dict[str, Any]:
+        """The ``error`` member of a JSON-RPC error response."""
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+class ResourceNotFound(JSONRPCError):
+    """A ``resources/read`` for a URI that no resource or template serves."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(RESOURCE_NOT_FOUND, f"Resource not found: {uri}", {"uri": uri})
+
+
+class ToolError(Exception):
+    """Raise inside a tool to return a result with ``isError: true`` and this message as its text."""

@@ -1,0 +1,73 @@
+"""The reply guarantee: the one place that turns a handler's outcome into a JSON-RPC response.
+
+Whatever the middleware chain and the handler do (return a value, return nothing, raise, outlive the
+deadline), :func:`answer` returns exactly one well-formed response for the request id. Cancellation by the
+client or the end of the session is decided by whoever settles the request first; see ``inflight``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import traceback
+from typing import Any
+
+from django.conf import settings
+
+from ..conf import mcp_settings
+from .context import Context
+from .errors import INTERNAL_ERROR, REQUEST_TIMEOUT, JSONRPCError
+from .jsonrpc import error_response, result_response
+from .middleware import get_chain
+
+__all__ = ["answer", "deadline_for"]
+
+logger = logging.getLogger("mcp_server.requests")
+
+
+def deadline_for(ctx: Context) -> float | None:
+    """Seconds the request may run: the tool's own ``timeout``, else ``REQUEST_TIMEOUT``."""
+    if ctx.method == "tools/call":
+        tool = ctx.server.tools.get(str(ctx.params.get("name")))
+        if tool is not None and tool.timeout is not None:
+            return tool.timeout
+    timeout = mcp_settings.REQUEST_TIMEOUT
+    return float(timeout) if timeout else None
+
+
+def _internal_error(ctx: Context, exc: BaseException) -> JSONRPCError:
+    logger.error("MCP request %r (%s) failed", ctx.request_id, ctx.method, exc_info=exc)
+    data: dict[str, Any] | None = None
+    if settings.DEBUG:
+        data = {"exception": repr(exc), "traceback": traceback.format_exception(exc)}
+    return JSONRPCError(INTERNAL_ERROR, f"Internal error while handling {ctx.method}", data)
+
+
+async def answer(ctx: Context) -> dict[str, Any]:
+    """Exactly one response for ``ctx``'s request. Raises only ``CancelledError``."""
+    chain = get_chain(tuple(mcp_settings.MIDDLEWARE))
+    timeout = deadline_for(ctx)
+    scope = asyncio.timeout(timeout)
+    try:
+        async with scope:
+            result = await chain(ctx)
+    except TimeoutError as exc:
+        if not scope.expired():
+            return error_response(ctx.request_id, _internal_error(ctx, exc))
+        return error_response(
+            ctx.request_id, JSONRPCError(REQUEST_TIMEOUT, f"Request timed out after {timeout:g}s", {"timeout": timeout})
+        )
+    except JSONRPCError as exc:
+        return error_response(ctx.request_id, exc)
+    except Exception as exc:
+        return error_response(ctx.request_id, _internal_error(ctx, exc))
+    if result is None:
+        return error_response(
+            ctx.request_id, JSONRPCError(INTERNAL_ERROR, f"Handler for method {ctx.method!r} returned no result")
+        )
+    if not isinstance(result, dict):
+        return error_response(
+            ctx.request_id,
+            JSONRPCError(INTERNAL_ERROR, f"Handler for method {ctx.method!r} returned {type(result).__name__}"),
+        )
+    return result_response(ctx.request_id, result)

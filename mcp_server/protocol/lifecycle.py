@@ -1,0 +1,42 @@
+"""The ``initialize`` answer: negotiated revision, capabilities from what is registered, server info."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..conf import mcp_settings
+from .versions import negotiate
+
+if TYPE_CHECKING:
+    from ..registry.server import MCPServer
+
+__all__ = ["initialize_result", "server_capabilities"]
+
+
+def server_capabilities(server: MCPServer) -> dict[str, Any]:
+    """Capabilities advertised for ``server``: each feature only when something is registered."""
+    capabilities: dict[str, Any] = {"logging": {}}
+    if server.tools:
+        capabilities["tools"] = {"listChanged": True}
+    if server.resources:
+        capabilities["resources"] = {"subscribe": True, "listChanged": True}
+    if server.prompts:
+        capabilities["prompts"] = {"listChanged": True}
+    if server.completions:
+        capabilities["completions"] = {}
+    return capabilities
+
+
+def initialize_result(server: MCPServer, params: dict[str, Any]) -> dict[str, Any]:
+    """The result of ``initialize`` for the client's ``params``."""
+    info: dict[str, Any] = {"name": mcp_settings.SERVER_NAME, "version": mcp_settings.SERVER_VERSION}
+    if mcp_settings.SERVER_TITLE:
+        info["title"] = mcp_settings.SERVER_TITLE
+    result: dict[str, Any] = {
+        "protocolVersion": negotiate(params.get("protocolVersion")),
+        "capabilities": server_capabilities(server),
+        "serverInfo": info,
+    }
+    if mcp_settings.INSTRUCTIONS:
+        result["instructions"] = mcp_settings.INSTRUCTIONS
+    return result

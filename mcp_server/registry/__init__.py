@@ -1,0 +1,1 @@
+"""Handlers registered by decorators, with JSON Schemas derived from their type hints."""

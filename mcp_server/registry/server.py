@@ -1,0 +1,218 @@
+"""``MCPServer``: the registry users decorate, and ``mcp``, the default one (as ``admin.site`` is)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+from django.core.exceptions import ImproperlyConfigured
+
+from .entries import Permission
+from .prompts import Prompt
+from .resources import Resource
+from .tools import Tool
+
+__all__ = ["MCPServer", "mcp"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+ChangeListener = Callable[[str], None]
+BUILTIN_METHODS = frozenset(
+    {
+        "initialize",
+        "ping",
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "prompts/list",
+        "prompts/get",
+        "logging/setLevel",
+        "completion/complete",
+    }
+)
+
+
+class MCPServer:
+    """A set of tools, resources, prompts and raw methods served at one endpoint."""
+
+    def __init__(self, name: str = "default") -> None:
+        self.name = name
+        self.tools: dict[str, Tool] = {}
+        self.resources: dict[str, Resource] = {}
+        self.prompts: dict[str, Prompt] = {}
+        self.methods: dict[str, Callable[..., Any]] = {}
+        self.completions: dict[str, Callable[..., Any]] = {}
+        self._listeners: list[ChangeListener] = []
+
+    def __repr__(self) -> str:
+        return f"<MCPServer {self.name!r}>"
+
+    # -- registration -------------------------------------------------------------------------
+
+    @overload
+    def tool(self, fn: F, /) -> F: ...
+    @overload
+    def tool(
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: dict[str, Any] | None = None,
+        permission: Permission = None,
+        timeout: float | None = None,
+        structured_output: bool | None = None,
+        meta: dict[str, Any] | None = None,
+        icons: list[dict[str, Any]] | None = None,
+    ) -> Callable[[F], F]: ...
+    def tool(self, fn: F | None = None, /, **options: Any) -> F | Callable[[F], F]:
+        """Register a tool; usable as ``@mcp.tool`` or ``@mcp.tool(name=..., permission=...)``."""
+
+        def register(func: F) -> F:
+            entry = Tool(name=options.pop("name", None) or func.__name__, fn=func, **options)
+            self._add(self.tools, entry.name, entry, "tool", "tools")
+            return func
+
+        return register(fn) if fn is not None else register
+
+    def resource(
+        self,
+        uri: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        size: int | None = None,
+        annotations: dict[str, Any] | None = None,
+        permission: Permission = None,
+        meta: dict[str, Any] | None = None,
+        icons: list[dict[str, Any]] | None = None,
+    ) -> Callable[[F], F]:
+        """Register a resource at ``uri``; ``{name}`` parts make it a template filled from the handler's arguments."""
+
+        def register(func: F) -> F:
+            entry = Resource(
+                name=name or func.__name__,
+                fn=func,
+                uri=uri,
+                title=title,
+                description=description,
+                mime_type=mime_type,
+                size=size,
+                annotations=annotations,
+                permission=permission,
+                meta=meta,
+                icons=icons,
+            )
+            self._add(self.resources, uri, entry, "resource", "resources")
+            return func
+
+        return register
+
+    @overload
+    def prompt(self, fn: F, /) -> F: ...
+    @overload
+    def prompt(
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        permission: Permission = None,
+        meta: dict[str, Any] | None = None,
+        icons: list[dict[str, Any]] | None = None,
+    ) -> Callable[[F], F]: ...
+    def prompt(self, fn: F | None = None, /, **options: Any) -> F | Callable[[F], F]:
+        """Register a prompt; usable with or without arguments."""
+
+        def register(func: F) -> F:
+            entry = Prompt(name=options.pop("name", None) or func.__name__, fn=func, **options)
+            self._add(self.prompts, entry.name, entry, "prompt", "prompts")
+            return func
+
+        return register(fn) if fn is not None else register
+
+    def method(self, name: str) -> Callable[[F], F]:
+        """Register a raw JSON-RPC method: ``handler(params: dict, ctx)`` returns the result dict."""
+        if name in BUILTIN_METHODS or name.startswith("notifications/"):
+            raise ImproperlyConfigured(f"MCP method {name!r} is built in and cannot be overridden")
+
+        def register(func: F) -> F:
+            self._add(self.methods, name, func, "method", None)
+            return func
+
+        return register
+
+    def completion(self, *, prompt: str | None = None, resource: str | None = None) -> Callable[[F], F]:
+        """Register completions for a prompt's arguments or a resource template's variables.
+
+        The handler is called as ``handler(argument, value, context_arguments)`` and returns a list of
+        strings (or a ``Completion`` dict).
+        """
+        if (prompt is None) == (resource is None):
+            raise ImproperlyConfigured("completion() takes exactly one of prompt= or resource=")
+        key = ("ref/prompt", prompt) if prompt is not None else ("ref/resource", str(resource))
+
+        def register(func: F) -> F:
+            self._add(self.completions, f"{key[0]}:{key[1]}", func, "completion", None)
+            return func
+
+        return register
+
+    def remove_tool(self, name: str) -> None:
+        """Unregister a tool at run time; connected clients are told the list changed."""
+        del self.tools[name]
+        self._changed("tools")
+
+    def remove_resource(self, uri: str) -> None:
+        """Unregister a resource at run time."""
+        del self.resources[uri]
+        self._changed("resources")
+
+    def remove_prompt(self, name: str) -> None:
+        """Unregister a prompt at run time."""
+        del self.prompts[name]
+        self._changed("prompts")
+
+    def _add(self, table: dict[Any, Any], key: Any, entry: Any, kind: str, feature: str | None) -> None:
+        if key in table:
+            raise ImproperlyConfigured(f"{self!r}: a {kind} named {key!r} is already registered")
+        table[key] = entry
+        if feature:
+            self._changed(feature)
+
+    # -- change notification ------------------------------------------------------------------
+
+    def on_change(self, listener: ChangeListener) -> None:
+        """Call ``listener(feature)`` whenever tools, resources or prompts change."""
+        self._listeners.append(listener)
+
+    def _changed(self, feature: str) -> None:
+        for listener in list(self._listeners):
+            listener(feature)
+
+    # -- lookups -------------------------------------------------------------------------------
+
+    def find_resource(self, uri: str) -> tuple[Resource, dict[str, str]] | None:
+        """The resource serving ``uri`` (fixed URIs first, then templates) and its variables."""
+        fixed = self.resources.get(uri)
+        if fixed is not None and not fixed.is_template:
+            return fixed, {}
+        for entry in self.resources.values():
+            if entry.is_template:
+                variables = entry.match(uri)
+                if variables is not None:
+                    return entry, variables
+        return None
+
+
+mcp = MCPServer("default")
+"""The default server: ``from mcp_server import mcp`` then ``@mcp.tool``."""

@@ -1,0 +1,84 @@
+"""Tools: a definition for ``tools/list`` and a call that always produces a ``CallToolResult``."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import mcp_types as mt
+from django.conf import settings
+from pydantic import ValidationError
+
+from ..protocol.errors import JSONRPCError, ToolError
+from .entries import RegisteredHandler
+from .results import _jsonable, dump, output_schema_for, to_content
+from .signature import call_handler
+
+__all__ = ["Tool"]
+
+logger = logging.getLogger("mcp_server.tools")
+
+
+def _validation_message(exc: ValidationError) -> str:
+    parts = [f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors()]
+    return "; ".join(parts)
+
+
+@dataclass
+class Tool(RegisteredHandler):
+    """A registered tool."""
+
+    annotations: dict[str, Any] | None = None
+    timeout: float | None = None
+    structured_output: bool | None = None
+    output_schema: dict[str, Any] | None = field(init=False, default=None)
+    wrap_result: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.structured_output is not False:
+            self.output_schema, self.wrap_result = output_schema_for(self.signature.return_annotation)
+            if self.structured_output and self.output_schema is None:
+                raise TypeError(f"tool {self.name!r}: structured_output=True needs a structured return type")
+
+    def definition(self) -> dict[str, Any]:
+        """The tool as listed by ``tools/list``."""
+        out = self.base_definition()
+        out["inputSchema"] = self.signature.input_schema()
+        if self.output_schema is not None:
+            out["outputSchema"] = self.output_schema
+        if self.annotations:
+            out["annotations"] = self.annotations
+        return out
+
+    def _error(self, message: str) -> dict[str, Any]:
+        return {"content": [{"type": "text", "text": message}], "isError": True}
+
+    async def call(self, arguments: dict[str, Any] | None, context: Any) -> dict[str, Any]:
+        """Run the tool. Bad arguments and failures inside the tool become ``isError`` results."""
+        try:
+            kwargs = self.signature.bind(arguments, context)
+        except ValidationError as exc:
+            return self._error(f"Invalid arguments for tool {self.name}: {_validation_message(exc)}")
+        try:
+            value = await call_handler(self.fn, **kwargs)
+        except (ToolError, JSONRPCError) as exc:
+            if isinstance(exc, JSONRPCError):
+                raise
+            return self._error(str(exc))
+        except Exception as exc:
+            logger.exception("Tool %s raised", self.name)
+            detail = f"{type(exc).__name__}: {exc}" if settings.DEBUG else str(exc) or type(exc).__name__
+            return self._error(f"Error executing tool {self.name}: {detail}")
+        return self.to_result(value)
+
+    def to_result(self, value: Any) -> dict[str, Any]:
+        """A ``CallToolResult`` for a returned value; ``None`` is a result with empty content."""
+        if isinstance(value, mt.CallToolResult):
+            return dump(value)
+        result: dict[str, Any] = {"content": to_content(value)}
+        if self.output_schema is not None and value is not None:
+            structured = _jsonable(value)
+            result["structuredContent"] = {"result": structured} if self.wrap_result else structured
+        return result

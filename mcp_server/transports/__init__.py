@@ -1,0 +1,1 @@
+"""Transports: Streamable HTTP (Channels consumer) and stdio (management command)."""

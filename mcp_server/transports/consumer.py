@@ -1,0 +1,226 @@
+"""The Streamable HTTP endpoint as a Channels consumer: POST, GET (standalone SSE stream) and DELETE.
+
+One consumer instance serves one HTTP exchange. It keeps its own channel-layer name, so that signals
+from other worker processes (a session's end, messages for a GET stream) reach it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from channels.consumer import AsyncConsumer
+from channels.exceptions import StopConsumer
+from django.contrib.auth.models import AnonymousUser
+from django.core.handlers.asgi import ASGIRequest
+
+from ..conf import mcp_settings
+from ..protocol.context import SessionState
+from ..protocol.errors import INTERNAL_ERROR, JSONRPCError
+from ..protocol.jsonrpc import dumps, error_response
+from ..registry.server import MCPServer
+from ..sessions import aend_session, aget_active_session, state_of
+from . import sse
+from .exchange import PostExchange
+from .post import HANDSHAKE_HEADER, parse_post, serve_initialize
+from .rules import HTTPProblem, Headers, accepts, check_origin_and_host, headers_of
+from .signals import session_group
+
+__all__ = ["MCPConsumer"]
+
+logger = logging.getLogger("mcp_server.http")
+
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+SESSION_HEADER = "mcp-session-id"
+
+
+class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
+    """Serves one MCP server at one URL."""
+
+    def __init__(self, server: MCPServer) -> None:
+        self.server = server
+        self.channel_layer_alias = mcp_settings.CHANNEL_LAYER
+        self.body = bytearray()
+        self.finished = asyncio.Event()
+        self.disconnected = False
+        self.stream_group: str | None = None
+        self.response_started = False
+        self.task: asyncio.Task[None] | None = None
+        self.stream_closed = asyncio.Event()
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Any) -> None:
+        async def receive_or_finished() -> dict[str, Any]:
+            incoming = asyncio.ensure_future(receive())
+            finished = asyncio.ensure_future(self.finished.wait())
+            try:
+                await asyncio.wait({incoming, finished}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                finished.cancel()
+            if incoming.done():
+                return incoming.result()
+            incoming.cancel()
+            return {"type": "mcp.finished"}
+
+        await super().__call__(scope, receive_or_finished, send)
+
+    async def send(self, message: dict[str, Any]) -> None:
+        """Send to the client unless it has gone; a vanished client is not an error here."""
+        if self.disconnected:
+            return
+        if message["type"] == "http.response.start":
+            self.response_started = True
+        try:
+            await self.base_send(message)
+        except Exception:  # the connection went away under us
+            self.disconnected = True
+
+    # -- ASGI events ---------------------------------------------------------------------------------
+
+    async def http_request(self, message: dict[str, Any]) -> None:
+        if self.task is not None or self.finished.is_set():
+            return
+        self.body += message.get("body", b"")
+        limit = mcp_settings.MAX_REQUEST_BYTES
+        if len(self.body) > limit:
+            await self._finish_with(
+                self._problem(HTTPProblem(413, f"Request body larger than {limit} bytes", code=-32600))
+            )
+            return
+        if message.get("more_body"):
+            return
+        self.task = asyncio.create_task(self._serve(bytes(self.body)))
+        self.task.add_done_callback(lambda _t: self.finished.set())
+
+    async def http_disconnect(self, message: dict[str, Any]) -> None:
+        """The client went away. A GET stream ends; a POST's requests still run to settlement."""
+        self.disconnected = True
+        self.stream_closed.set()
+        if self.task is None or self.finished.is_set():
+            await self._leave_stream()
+            raise StopConsumer()
+
+    async def mcp_finished(self, message: dict[str, Any]) -> None:
+        await self._leave_stream()
+        raise StopConsumer()
+
+    async def mcp_message(self, message: dict[str, Any]) -> None:
+        """A server-initiated message for this session's GET stream (from any worker)."""
+        if self.stream_group is not None:
+            await self.send({"type": "http.response.body", "body": sse.event(message["message"]), "more_body": True})
+
+    async def mcp_session_closed(self, message: dict[str, Any]) -> None:
+        """The session ended (on any worker): close the GET stream."""
+        if self.stream_group is not None:
+            self.stream_closed.set()
+
+    # -- methods ---------------------------------------------------------------------------------------
+
+    async def _serve(self, body: bytes) -> None:
+        headers = headers_of(self.scope.get("headers", []))
+        method = self.scope.get("method", "GET").upper()
+        try:
+            check_origin_and_host(headers)
+            if method == "POST":
+                await self._post(headers, body)
+            elif method == "GET":
+                await self._get(headers)
+            elif method == "DELETE":
+                await self._delete(headers)
+            else:
+                raise HTTPProblem(405, f"Method {method} not allowed")
+        except HTTPProblem as problem:
+            await self._problem(problem)
+        except Exception as exc:
+            logger.exception("MCP endpoint failed")
+            if not self.response_started:
+                error = JSONRPCError(INTERNAL_ERROR, f"Internal error: {type(exc).__name__}")
+                await self._json(500, error_response(None, error))
+            else:
+                await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _session(self, headers: Headers) -> SessionState:
+        session_id = headers.get(SESSION_HEADER)
+        if not session_id:
+            raise HTTPProblem(400, "Bad Request: Mcp-Session-Id header is required", code=-32000)
+        session = await aget_active_session(session_id, self.server.name)
+        if session is None:
+            raise HTTPProblem(404, "Session not found", code=-32001)
+        header_version = headers.get(HANDSHAKE_HEADER)
+        if header_version is not None and header_version != session.protocol_version:
+            from ..protocol.versions import SUPPORTED_VERSIONS
+
+            if header_version not in SUPPORTED_VERSIONS:
+                raise HTTPProblem(400, f"Bad Request: unsupported MCP-Protocol-Version {header_version!r}")
+        return state_of(session)
+
+    async def _post(self, headers: Headers, body: bytes) -> None:
+        messages, is_batch, initialize = parse_post(headers, body)
+        user = self.scope.get("user") or AnonymousUser()
+        request = ASGIRequest(self.scope, io.BytesIO(body))
+        request.user = user
+        if initialize is not None:
+            await serve_initialize(self, initialize, user=user, request=request)
+            return
+        session = await self._session(headers)
+        if is_batch:
+            from ..protocol.versions import BATCH_VERSIONS
+
+            if session.protocol_version not in BATCH_VERSIONS:
+                raise HTTPProblem(
+                    400, f"Invalid Request: batches are not supported in protocol version {session.protocol_version}"
+                )
+        exchange = PostExchange(
+            server=self.server,
+            session=session,
+            mode=mcp_settings.RESPONSE_MODE,
+            send=self.send,
+            is_batch=is_batch,
+            request=request,
+            user=user,
+        )
+        await exchange.run(messages)
+
+    async def _get(self, headers: Headers) -> None:
+        if not accepts(headers, "text/event-stream"):
+            raise HTTPProblem(406, "Not Acceptable: the client must accept text/event-stream")
+        session = await self._session(headers)
+        assert session.id is not None
+        self.stream_group = session_group(session.id)
+        await self.channel_layer.group_add(self.stream_group, self.channel_name)
+        await self.send({"type": "http.response.start", "status": 200, "headers": sse.SSE_HEADERS})
+        await self.send({"type": "http.response.body", "body": b": stream open\n\n", "more_body": True})
+        try:
+            await self.stream_closed.wait()
+        finally:
+            await self._leave_stream()
+        await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _delete(self, headers: Headers) -> None:
+        session = await self._session(headers)
+        assert session.id is not None
+        await aend_session(session.id, "session terminated by the client")
+        await self.send({"type": "http.response.start", "status": 200, "headers": []})
+        await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    # -- helpers ---------------------------------------------------------------------------------------
+
+    async def _leave_stream(self) -> None:
+        if self.stream_group is not None:
+            group, self.stream_group = self.stream_group, None
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def _json(self, status: int, payload: Any, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+        headers = [(b"content-type", b"application/json"), *(extra or [])]
+        await self.send({"type": "http.response.start", "status": status, "headers": headers})
+        await self.send({"type": "http.response.body", "body": dumps(payload), "more_body": False})
+
+    async def _problem(self, problem: HTTPProblem) -> None:
+        extra = [(b"allow", b"GET, POST, DELETE")] if problem.status == 405 else None
+        await self._json(problem.status, error_response(None, JSONRPCError(problem.code, problem.message)), extra)
+
+    async def _finish_with(self, sending: Awaitable[None]) -> None:
+        await sending
+        self.finished.set()

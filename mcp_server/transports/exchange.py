@@ -1,0 +1,176 @@
+"""One POST: runs its requests under the reply guarantee and frames their answers as JSON or SSE.
+
+Response modes: ``json`` (one body), ``sse`` (a stream), ``auto`` (headers held until the first message:
+the final response alone goes out as JSON; a notification or a server-to-client request switches the
+response to a stream).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..protocol.context import Context, SessionState
+from ..protocol.errors import CONNECTION_CLOSED, INVALID_REQUEST, JSONRPCError
+from ..protocol.guarantee import answer
+from ..protocol.inflight import ANSWERED, CLOSED, PENDING, InFlight, inflight
+from ..protocol.jsonrpc import (
+    IncomingMessage,
+    JSONRPCRequest,
+    dumps,
+    error_response,
+)
+from ..protocol.notifications import handle_client_message
+from ..protocol.outbound import outbound
+from ..registry.server import MCPServer
+from . import sse
+
+__all__ = ["PostExchange", "Send"]
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+class _RequestPeer:
+    """Where one request's related messages go: onto its own POST's response."""
+
+    def __init__(self, exchange: PostExchange, entry: InFlight) -> None:
+        self.exchange = exchange
+        self.entry = entry
+
+    async def notify(self, message: dict[str, Any]) -> None:
+        if self.entry.state == PENDING:
+            self.exchange.queue.put_nowait(("message", message))
+
+    async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        if self.exchange.mode == "json":
+            raise JSONRPCError(INVALID_REQUEST, f"{method} needs a streamed response; RESPONSE_MODE is 'json'")
+        session_id = self.exchange.session.id
+        request_id, future = outbound.new(session_id)
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        self.exchange.queue.put_nowait(("message", message))
+        try:
+            return await future
+        finally:
+            outbound.discard(session_id, request_id)
+
+
+class PostExchange:
+    """The requests of one POST body, from dispatch to the last byte of the HTTP response."""
+
+    def __init__(
+        self,
+        *,
+        server: MCPServer,
+        session: SessionState,
+        mode: str,
+        send: Send,
+        is_batch: bool,
+        request: Any = None,
+        user: Any = None,
+        headers: list[tuple[bytes, bytes]] | None = None,
+    ) -> None:
+        self.server = server
+        self.session = session
+        self.mode = mode
+        self.send = send
+        self.is_batch = is_batch
+        self.request = request
+        self.user = user
+        self.headers = headers or []
+        self.queue: asyncio.Queue[tuple[str, dict[str, Any] | None]] = asyncio.Queue()
+        self.streaming = False
+
+    async def run(self, messages: list[IncomingMessage | dict[str, Any]]) -> None:
+        """Serve ``messages`` (already-built error responses may be mixed in) and send the HTTP response."""
+        open_count = 0
+        for message in messages:
+            if isinstance(message, dict):
+                self.queue.put_nowait(("message", message))
+            elif isinstance(message, JSONRPCRequest):
+                open_count += self._start(message)
+            else:
+                await handle_client_message(self.session, message)
+        if open_count == 0 and self.queue.empty():
+            await self._respond_accepted()
+            return
+        await self._drain(open_count)
+
+    def _start(self, message: JSONRPCRequest) -> int:
+        try:
+            entry = inflight.open(self.session.id, message.id, message.method, self._deliver)
+        except JSONRPCError as exc:
+            self.queue.put_nowait(("message", error_response(message.id, exc)))
+            return 0
+        ctx = Context(
+            server=self.server,
+            session=self.session,
+            request_id=message.id,
+            method=message.method,
+            params=message.params or {},
+            peer=_RequestPeer(self, entry),
+            request=self.request,
+            user=self.user,
+        )
+        entry.task = asyncio.create_task(self._serve(entry, ctx), name=f"mcp {message.method} {message.id!r}")
+        return 1
+
+    async def _serve(self, entry: InFlight, ctx: Context) -> None:
+        try:
+            response = await answer(ctx)
+        except asyncio.CancelledError:
+            error = JSONRPCError(CONNECTION_CLOSED, "Connection closed: request task cancelled")
+            await inflight.settle(entry, CLOSED, error_response(entry.request_id, error))
+            raise
+        await inflight.settle(entry, ANSWERED, response)
+
+    async def _deliver(self, entry: InFlight, response: dict[str, Any] | None) -> None:
+        if response is not None:
+            self.queue.put_nowait(("message", response))
+        self.queue.put_nowait(("settled", None))
+
+    # -- framing ---------------------------------------------------------------------------------
+
+    async def _drain(self, open_count: int) -> None:
+        held: list[dict[str, Any]] = []
+        if self.mode == "sse":
+            await self._start_stream()
+        while open_count > 0 or not self.queue.empty():
+            kind, message = await self.queue.get()
+            if kind == "settled":
+                open_count -= 1
+                continue
+            assert message is not None
+            if self.streaming:
+                await self._event(message)
+            elif "method" not in message:
+                held.append(message)
+            elif self.mode == "auto":
+                await self._start_stream()
+                for earlier in held:
+                    await self._event(earlier)
+                held.clear()
+                await self._event(message)
+        if self.streaming:
+            await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+        elif not held:
+            await self._respond_accepted()
+        else:
+            body = dumps(held if self.is_batch else held[0])
+            await self.send({"type": "http.response.start", "status": 200, "headers": JSON_HEADERS + self.headers})
+            await self.send({"type": "http.response.body", "body": body, "more_body": False})
+
+    async def _start_stream(self) -> None:
+        self.streaming = True
+        await self.send({"type": "http.response.start", "status": 200, "headers": sse.SSE_HEADERS + self.headers})
+
+    async def _event(self, message: dict[str, Any]) -> None:
+        await self.send({"type": "http.response.body", "body": sse.event(message), "more_body": True})
+
+    async def _respond_accepted(self) -> None:
+        await self.send({"type": "http.response.start", "status": 202, "headers": self.headers})
+        await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+

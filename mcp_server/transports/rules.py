@@ -1,0 +1,91 @@
+"""Header rules of the Streamable HTTP transport: host and origin allowlists, Accept, Content-Type."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
+
+from ..conf import mcp_settings
+
+__all__ = ["HTTPProblem", "Headers", "accepts", "allowed_hosts", "check_origin_and_host", "is_json_content_type"]
+
+Headers = dict[str, str]
+
+LOCAL_HOSTS = [".localhost", "localhost", "127.0.0.1", "[::1]"]
+
+
+class HTTPProblem(Exception):
+    """A request refused at the HTTP level, before any JSON-RPC is read."""
+
+    def __init__(self, status: int, message: str, *, code: int = -32600) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+
+
+def headers_of(raw: Iterable[tuple[bytes, bytes]]) -> Headers:
+    """ASGI headers as a dict of lower-case names (repeated headers joined with commas)."""
+    out: Headers = {}
+    for name, value in raw:
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        out[key] = f"{out[key]},{text}" if key in out else text
+    return out
+
+
+def allowed_hosts() -> list[str]:
+    """``MCP_SERVER["ALLOWED_HOSTS"]``, else Django's ``ALLOWED_HOSTS``, with localhost under ``DEBUG``."""
+    configured = mcp_settings.ALLOWED_HOSTS
+    hosts = list(configured if configured is not None else settings.ALLOWED_HOSTS)
+    if settings.DEBUG and not hosts:
+        hosts = LOCAL_HOSTS
+    return hosts
+
+
+def _origin_allowed(origin: str, host: str) -> bool:
+    allowed = list(mcp_settings.ALLOWED_ORIGINS)
+    if "*" in allowed or origin in allowed:
+        return True
+    parts = urlsplit(origin)
+    if not parts.scheme or not parts.hostname:
+        return False
+    origin_host = parts.netloc.lower()
+    if origin_host == host.lower():
+        return True
+    return settings.DEBUG and validate_host(parts.hostname.lower(), LOCAL_HOSTS)
+
+
+def check_origin_and_host(headers: Headers) -> None:
+    """403 when ``Host`` is not allowed, or ``Origin`` is neither same-origin nor allowlisted."""
+    host = headers.get("host", "")
+    domain, _port = split_domain_port(host)
+    if not domain or not validate_host(domain, allowed_hosts()):
+        raise HTTPProblem(403, f"Host {host!r} is not allowed")
+    origin = headers.get("origin")
+    if origin is not None and origin != "null" and not _origin_allowed(origin, host):
+        raise HTTPProblem(403, f"Origin {origin!r} is not allowed")
+    if origin == "null" and "null" not in mcp_settings.ALLOWED_ORIGINS:
+        raise HTTPProblem(403, "Origin 'null' is not allowed")
+
+
+def _media_types(accept: str) -> set[str]:
+    return {part.split(";")[0].strip().lower() for part in accept.split(",") if part.strip()}
+
+
+def accepts(headers: Headers, *wanted: str) -> bool:
+    """Whether ``Accept`` lists every media type in ``wanted`` (wildcards count)."""
+    types = _media_types(headers.get("accept", ""))
+    for media in wanted:
+        major = media.split("/")[0]
+        if not types & {media, f"{major}/*", "*/*"}:
+            return False
+    return True
+
+
+def is_json_content_type(headers: Headers) -> bool:
+    """Whether ``Content-Type`` is ``application/json`` (parameters such as charset allowed)."""
+    return headers.get("content-type", "").split(";")[0].strip().lower() == "application/json"
