@@ -20,7 +20,17 @@ else:
 class SessionAdmin(SessionModelAdmin):
     """Read-only view of sessions."""
 
-    list_display = ("short_id", "client_name", "client_version", "protocol_version", "transport", "user", "created", "last_seen", "ended_at")
+    list_display = (
+        "short_id",
+        "client_name",
+        "client_version",
+        "protocol_version",
+        "transport",
+        "user",
+        "created",
+        "last_seen",
+        "ended_at",
+    )
     list_filter = ("transport", "protocol_version", ("ended_at", admin.EmptyFieldListFilter))
     search_fields = ("id", "client_name")
     readonly_fields = [f.name for f in Session._meta.get_fields() if f.concrete]

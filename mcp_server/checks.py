@@ -1,4 +1,4 @@
-"""System checks for ``MCP_SERVER`` (ids ``mcp_server.E0xx`` and ``mcp_server.W0xx``, listed in the README)."""
+"""System checks for ``MCP_SERVER`` (ids ``mcp_server.E0xx`` / ``W0xx``, listed in the README)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,11 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     conf = MCPSettings.from_django()
     for key in conf.unknown_keys:
         messages.append(
-            Error(f"MCP_SERVER has an unknown key {key!r}.", hint="See the settings table in the README.", id="mcp_server.E001")
+            Error(
+                f"MCP_SERVER has an unknown key {key!r}.",
+                hint="See the settings table in the README.",
+                id="mcp_server.E001",
+            )
         )
     if conf.RESPONSE_MODE not in RESPONSE_MODES:
         messages.append(
@@ -34,7 +38,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         messages.append(
             Error(
                 f"CHANNEL_LAYERS has no alias {conf.CHANNEL_LAYER!r}.",
-                hint="Configure a channel layer (InMemoryChannelLayer for one process, channels_redis for several).",
+                hint="Configure a channel layer: InMemoryChannelLayer for one process, channels_redis for several.",
                 id="mcp_server.E003",
             )
         )
@@ -42,11 +46,17 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         try:
             import_string(path)
         except ImportError as exc:
-            messages.append(Error(f"MCP_SERVER['MIDDLEWARE'] entry {path!r} cannot be imported: {exc}", id="mcp_server.E004"))
+            messages.append(
+                Error(
+                    f"MCP_SERVER['MIDDLEWARE'] entry {path!r} cannot be imported: {exc}", id="mcp_server.E004"
+                )
+            )
     for key in ("REQUEST_TIMEOUT", "SESSION_IDLE_TIMEOUT"):
         value = getattr(conf, key)
         if value is not None and (not isinstance(value, int | float) or value <= 0):
-            messages.append(Error(f"MCP_SERVER[{key!r}] must be a positive number or None.", id="mcp_server.E005"))
+            messages.append(
+                Error(f"MCP_SERVER[{key!r}] must be a positive number or None.", id="mcp_server.E005")
+            )
     for key in ("MAX_REQUEST_BYTES", "PAGE_SIZE"):
         value = getattr(conf, key)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:

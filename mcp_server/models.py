@@ -27,7 +27,11 @@ class Session(models.Model):
     subscriptions = models.JSONField(default=list, blank=True)
     transport = models.CharField(max_length=10, choices=Transport.choices, default=Transport.HTTP)
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="mcp_sessions"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="mcp_sessions",
     )
     created = models.DateTimeField(auto_now_add=True, db_index=True)
     last_seen = models.DateTimeField(db_index=True)

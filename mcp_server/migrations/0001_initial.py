@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,28 +14,44 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Session',
+            name="Session",
             fields=[
-                ('id', models.CharField(editable=False, max_length=64, primary_key=True, serialize=False)),
-                ('server', models.CharField(default='default', max_length=100)),
-                ('protocol_version', models.CharField(max_length=20)),
-                ('client_name', models.CharField(blank=True, max_length=200)),
-                ('client_version', models.CharField(blank=True, max_length=100)),
-                ('client_info', models.JSONField(blank=True, default=dict)),
-                ('client_capabilities', models.JSONField(blank=True, default=dict)),
-                ('log_level', models.CharField(blank=True, max_length=20)),
-                ('subscriptions', models.JSONField(blank=True, default=list)),
-                ('transport', models.CharField(choices=[('http', 'Streamable HTTP'), ('stdio', 'stdio')], default='http', max_length=10)),
-                ('created', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('last_seen', models.DateTimeField(db_index=True)),
-                ('ended_at', models.DateTimeField(blank=True, db_index=True, null=True)),
-                ('end_reason', models.CharField(blank=True, max_length=200)),
-                ('user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='mcp_sessions', to=settings.AUTH_USER_MODEL)),
+                ("id", models.CharField(editable=False, max_length=64, primary_key=True, serialize=False)),
+                ("server", models.CharField(default="default", max_length=100)),
+                ("protocol_version", models.CharField(max_length=20)),
+                ("client_name", models.CharField(blank=True, max_length=200)),
+                ("client_version", models.CharField(blank=True, max_length=100)),
+                ("client_info", models.JSONField(blank=True, default=dict)),
+                ("client_capabilities", models.JSONField(blank=True, default=dict)),
+                ("log_level", models.CharField(blank=True, max_length=20)),
+                ("subscriptions", models.JSONField(blank=True, default=list)),
+                (
+                    "transport",
+                    models.CharField(
+                        choices=[("http", "Streamable HTTP"), ("stdio", "stdio")],
+                        default="http",
+                        max_length=10,
+                    ),
+                ),
+                ("created", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("last_seen", models.DateTimeField(db_index=True)),
+                ("ended_at", models.DateTimeField(blank=True, db_index=True, null=True)),
+                ("end_reason", models.CharField(blank=True, max_length=200)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="mcp_sessions",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'MCP session',
-                'verbose_name_plural': 'MCP sessions',
-                'ordering': ['-last_seen'],
+                "verbose_name": "MCP session",
+                "verbose_name_plural": "MCP sessions",
+                "ordering": ["-last_seen"],
             },
         ),
     ]

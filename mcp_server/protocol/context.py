@@ -69,7 +69,9 @@ class Context:
         token = self.meta.get("progressToken")
         return token if isinstance(token, str | int) else None
 
-    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+    async def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
         """Send ``notifications/progress`` when the client supplied a progress token; otherwise nothing."""
         token = self.progress_token
         if token is None:

@@ -55,7 +55,8 @@ async def answer(ctx: Context) -> dict[str, Any]:
         if not scope.expired():
             return error_response(ctx.request_id, _internal_error(ctx, exc))
         return error_response(
-            ctx.request_id, JSONRPCError(REQUEST_TIMEOUT, f"Request timed out after {timeout:g}s", {"timeout": timeout})
+            ctx.request_id,
+            JSONRPCError(REQUEST_TIMEOUT, f"Request timed out after {timeout:g}s", {"timeout": timeout}),
         )
     except JSONRPCError as exc:
         return error_response(ctx.request_id, exc)
@@ -63,11 +64,14 @@ async def answer(ctx: Context) -> dict[str, Any]:
         return error_response(ctx.request_id, _internal_error(ctx, exc))
     if result is None:
         return error_response(
-            ctx.request_id, JSONRPCError(INTERNAL_ERROR, f"Handler for method {ctx.method!r} returned no result")
+            ctx.request_id,
+            JSONRPCError(INTERNAL_ERROR, f"Handler for method {ctx.method!r} returned no result"),
         )
     if not isinstance(result, dict):
         return error_response(
             ctx.request_id,
-            JSONRPCError(INTERNAL_ERROR, f"Handler for method {ctx.method!r} returned {type(result).__name__}"),
+            JSONRPCError(
+                INTERNAL_ERROR, f"Handler for method {ctx.method!r} returned {type(result).__name__}"
+            ),
         )
     return result_response(ctx.request_id, result)

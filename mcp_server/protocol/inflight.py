@@ -57,7 +57,9 @@ class InFlightTable:
         """Record an arriving request; a duplicate of a pending id in the same session is -32600."""
         entry = InFlight(session_id, request_id, method, deliver)
         if session_id is not None and entry.key in self._entries:
-            raise JSONRPCError(INVALID_REQUEST, f"Request id {request_id!r} is already in flight in this session")
+            raise JSONRPCError(
+                INVALID_REQUEST, f"Request id {request_id!r} is already in flight in this session"
+            )
         if session_id is not None:
             self._entries[entry.key] = entry
         return entry

@@ -78,7 +78,9 @@ class Resource(RegisteredHandler):
         try:
             kwargs = self.signature.bind(variables, context)
         except ValidationError as exc:
-            raise JSONRPCError(INVALID_PARAMS, f"Invalid resource URI {uri}: {exc.errors()[0]['msg']}") from exc
+            raise JSONRPCError(
+                INVALID_PARAMS, f"Invalid resource URI {uri}: {exc.errors()[0]['msg']}"
+            ) from exc
         value = await call_handler(self.fn, **kwargs)
         return {"contents": self.to_contents(uri, value)}
 
@@ -88,8 +90,10 @@ class Resource(RegisteredHandler):
             return [dump(c) for c in value.contents]
         if isinstance(value, mt.TextResourceContents | mt.BlobResourceContents):
             return [dump(value)]
-        if isinstance(value, list) and value and all(
-            isinstance(v, mt.TextResourceContents | mt.BlobResourceContents) for v in value
+        if (
+            isinstance(value, list)
+            and value
+            and all(isinstance(v, mt.TextResourceContents | mt.BlobResourceContents) for v in value)
         ):
             return [dump(v) for v in value]
         item: dict[str, Any] = {"uri": uri}

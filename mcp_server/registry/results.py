@@ -27,7 +27,9 @@ class _Media:
     kind: str = ""
     default_mime = "application/octet-stream"
 
-    def __init__(self, data: bytes | None = None, *, path: str | Path | None = None, mime_type: str | None = None):
+    def __init__(
+        self, data: bytes | None = None, *, path: str | Path | None = None, mime_type: str | None = None
+    ):
         if (data is None) == (path is None):
             raise ValueError(f"{type(self).__name__} takes either data or path")
         if path is not None:
@@ -78,7 +80,13 @@ def _block(value: Any) -> dict[str, Any] | None:
         return dump(value)
     if isinstance(value, _Media):
         return value.to_block()
-    if isinstance(value, dict) and value.get("type") in {"text", "image", "audio", "resource", "resource_link"}:
+    if isinstance(value, dict) and value.get("type") in {
+        "text",
+        "image",
+        "audio",
+        "resource",
+        "resource_link",
+    }:
         return value
     return None
 
@@ -109,11 +117,10 @@ def _is_structured(annotation: Any) -> bool:
         return all(_is_structured(a) for a in typing.get_args(annotation) if a is not type(None))
     if isinstance(annotation, type) and issubclass(annotation, (*CONTENT_TYPES, _Media, mt.CallToolResult)):
         return False
-    if origin in (list, tuple) and any(
+    is_content = (
         isinstance(a, type) and issubclass(a, (*CONTENT_TYPES, _Media)) for a in typing.get_args(annotation)
-    ):
-        return False
-    return True
+    )
+    return not (origin in (list, tuple) and any(is_content))
 
 
 def _is_object_type(annotation: Any) -> bool:

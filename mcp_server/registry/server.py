@@ -94,7 +94,7 @@ class MCPServer:
         meta: dict[str, Any] | None = None,
         icons: list[dict[str, Any]] | None = None,
     ) -> Callable[[F], F]:
-        """Register a resource at ``uri``; ``{name}`` parts make it a template filled from the handler's arguments."""
+        """Register a resource at ``uri``; ``{name}`` parts make it a template filled from the arguments."""
 
         def register(func: F) -> F:
             entry = Resource(

@@ -26,7 +26,7 @@ from ..sessions import aend_session, aget_active_session, state_of
 from . import sse
 from .exchange import PostExchange
 from .post import HANDSHAKE_HEADER, parse_post, serve_initialize
-from .rules import HTTPProblem, Headers, accepts, check_origin_and_host, headers_of
+from .rules import Headers, HTTPProblem, accepts, check_origin_and_host, headers_of
 from .signals import session_group
 
 __all__ = ["MCPConsumer"]
@@ -109,7 +109,9 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
     async def mcp_message(self, message: dict[str, Any]) -> None:
         """A server-initiated message for this session's GET stream (from any worker)."""
         if self.stream_group is not None:
-            await self.send({"type": "http.response.body", "body": sse.event(message["message"]), "more_body": True})
+            await self.send(
+                {"type": "http.response.body", "body": sse.event(message["message"]), "more_body": True}
+            )
 
     async def mcp_session_closed(self, message: dict[str, Any]) -> None:
         """The session ended (on any worker): close the GET stream."""
@@ -170,7 +172,8 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
 
             if session.protocol_version not in BATCH_VERSIONS:
                 raise HTTPProblem(
-                    400, f"Invalid Request: batches are not supported in protocol version {session.protocol_version}"
+                    400,
+                    f"Invalid Request: protocol version {session.protocol_version} does not allow batches",
                 )
         exchange = PostExchange(
             server=self.server,
@@ -219,7 +222,9 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
 
     async def _problem(self, problem: HTTPProblem) -> None:
         extra = [(b"allow", b"GET, POST, DELETE")] if problem.status == 405 else None
-        await self._json(problem.status, error_response(None, JSONRPCError(problem.code, problem.message)), extra)
+        await self._json(
+            problem.status, error_response(None, JSONRPCError(problem.code, problem.message)), extra
+        )
 
     async def _finish_with(self, sending: Awaitable[None]) -> None:
         await sending

@@ -45,7 +45,9 @@ class _RequestPeer:
 
     async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
         if self.exchange.mode == "json":
-            raise JSONRPCError(INVALID_REQUEST, f"{method} needs a streamed response; RESPONSE_MODE is 'json'")
+            raise JSONRPCError(
+                INVALID_REQUEST, f"{method} needs a streamed response; RESPONSE_MODE is 'json'"
+            )
         session_id = self.exchange.session.id
         request_id, future = outbound.new(session_id)
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
@@ -160,12 +162,16 @@ class PostExchange:
             await self._respond_accepted()
         else:
             body = dumps(held if self.is_batch else held[0])
-            await self.send({"type": "http.response.start", "status": 200, "headers": JSON_HEADERS + self.headers})
+            await self.send(
+                {"type": "http.response.start", "status": 200, "headers": JSON_HEADERS + self.headers}
+            )
             await self.send({"type": "http.response.body", "body": body, "more_body": False})
 
     async def _start_stream(self) -> None:
         self.streaming = True
-        await self.send({"type": "http.response.start", "status": 200, "headers": sse.SSE_HEADERS + self.headers})
+        await self.send(
+            {"type": "http.response.start", "status": 200, "headers": sse.SSE_HEADERS + self.headers}
+        )
 
     async def _event(self, message: dict[str, Any]) -> None:
         await self.send({"type": "http.response.body", "body": sse.event(message), "more_body": True})
@@ -173,4 +179,3 @@ class PostExchange:
     async def _respond_accepted(self) -> None:
         await self.send({"type": "http.response.start", "status": 202, "headers": self.headers})
         await self.send({"type": "http.response.body", "body": b"", "more_body": False})
-

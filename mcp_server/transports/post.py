@@ -23,7 +23,7 @@ from ..protocol.lifecycle import initialize_result
 from ..protocol.versions import negotiate
 from ..sessions import acreate_session
 from . import sse
-from .rules import HTTPProblem, Headers, accepts, is_json_content_type
+from .rules import Headers, HTTPProblem, accepts, is_json_content_type
 
 if TYPE_CHECKING:
     from .consumer import MCPConsumer
@@ -40,7 +40,9 @@ def parse_post(
 ) -> tuple[list[IncomingMessage | dict[str, Any]], bool, JSONRPCRequest | None]:
     """``(messages, is_batch, initialize request)``; invalid batch members become error responses."""
     if not accepts(headers, "application/json", "text/event-stream"):
-        raise HTTPProblem(406, "Not Acceptable: the client must accept both application/json and text/event-stream")
+        raise HTTPProblem(
+            406, "Not Acceptable: the client must accept both application/json and text/event-stream"
+        )
     if not is_json_content_type(headers):
         raise HTTPProblem(415, "Unsupported Media Type: Content-Type must be application/json")
     try:
@@ -66,7 +68,9 @@ def parse_post(
     return messages, is_batch, initialize[0] if initialize else None
 
 
-async def serve_initialize(consumer: MCPConsumer, message: JSONRPCRequest, *, user: Any, request: Any) -> None:
+async def serve_initialize(
+    consumer: MCPConsumer, message: JSONRPCRequest, *, user: Any, request: Any
+) -> None:
     """Negotiate the revision, store the session and answer with its ``Mcp-Session-Id``."""
     params = message.params or {}
     version = negotiate(params.get("protocolVersion"))
@@ -84,13 +88,20 @@ async def serve_initialize(consumer: MCPConsumer, message: JSONRPCRequest, *, us
         response = error_response(message.id, error)
     except Exception:
         logger.exception("initialize failed")
-        response = error_response(message.id, JSONRPCError(INTERNAL_ERROR, "Internal error during initialize"))
+        response = error_response(
+            message.id, JSONRPCError(INTERNAL_ERROR, "Internal error during initialize")
+        )
     if mcp_settings.RESPONSE_MODE == "sse":
-        await consumer.send({"type": "http.response.start", "status": 200, "headers": sse.SSE_HEADERS + extra})
+        await consumer.send(
+            {"type": "http.response.start", "status": 200, "headers": sse.SSE_HEADERS + extra}
+        )
         await consumer.send({"type": "http.response.body", "body": sse.event(response), "more_body": False})
         return
     await consumer.send(
-        {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json"), *extra]}
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/json"), *extra],
+        }
     )
     await consumer.send({"type": "http.response.body", "body": dumps(response), "more_body": False})
-

@@ -10,7 +10,14 @@ from django.http.request import split_domain_port, validate_host
 
 from ..conf import mcp_settings
 
-__all__ = ["HTTPProblem", "Headers", "accepts", "allowed_hosts", "check_origin_and_host", "is_json_content_type"]
+__all__ = [
+    "HTTPProblem",
+    "Headers",
+    "accepts",
+    "allowed_hosts",
+    "check_origin_and_host",
+    "is_json_content_type",
+]
 
 Headers = dict[str, str]
 

@@ -34,7 +34,9 @@ def _out(book: Book) -> BookOut:
 @mcp.tool(annotations={"readOnlyHint": True})
 async def search_books(query: str, limit: int = 10) -> list[BookOut]:
     """Find books whose title or author contains the query."""
-    books = Book.objects.select_related("author").filter(Q(title__icontains=query) | Q(author__name__icontains=query))
+    books = Book.objects.select_related("author").filter(
+        Q(title__icontains=query) | Q(author__name__icontains=query)
+    )
     return [_out(book) async for book in books[: max(1, min(limit, 50))]]
 
 

@@ -1,0 +1,43 @@
+"""Fixtures: live servers in each response mode, raw HTTP helpers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.live import LiveServer, start_server
+
+
+@pytest.fixture(scope="session")
+def servers_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("servers")
+
+
+@pytest.fixture(scope="session")
+def start(servers_dir: Path) -> Iterator[Callable[..., LiveServer]]:
+    """Start extra servers (stopped at the end of the session)."""
+    started: list[LiveServer] = []
+
+    def _start(overrides: dict[str, Any] | None = None, **env: str) -> LiveServer:
+        server = start_server(servers_dir, overrides, name=f"s{len(started)}", **env)
+        started.append(server)
+        return server
+
+    yield _start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture(scope="session", params=["auto", "sse", "json"])
+def any_mode_server(request: pytest.FixtureRequest, start: Callable[..., LiveServer]) -> LiveServer:
+    """One live server per response mode."""
+    return start({"RESPONSE_MODE": request.param})
+
+
+@pytest.fixture(scope="session")
+def live_server(start: Callable[..., LiveServer]) -> LiveServer:
+    """The default live server (``auto`` mode, small limits for the HTTP-rule tests)."""
+    return start({"MAX_REQUEST_BYTES": 65536})

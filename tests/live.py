@@ -1,0 +1,119 @@
+"""Real servers for the tests: Daphne processes on 127.0.0.1, each with its own SQLite file and settings."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    """A port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    """Block until the server accepts connections (or fail with its log)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"server on port {port} did not start in {timeout}s")
+
+
+@dataclass
+class LiveServer:
+    """A running Daphne serving the test site."""
+
+    port: int
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    env: dict[str, str] = field(repr=False)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        """The MCP endpoint."""
+        return f"{self.base}/mcp"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def base_env(database_path: Path, overrides: dict[str, Any] | None = None, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    env.update(
+        DJANGO_SETTINGS_MODULE="tests.settings",
+        DATABASE_URL=f"sqlite:///{database_path}",
+        MCP_TEST_OVERRIDES=json.dumps(overrides or {}),
+        PYTHONPATH=str(ROOT),
+        PYTHONUNBUFFERED="1",
+    )
+    env.update(extra)
+    return env
+
+
+def migrated_template(directory: Path) -> Path:
+    """A migrated SQLite file, made once and copied for each server."""
+    template = directory / "template.sqlite3"
+    if not template.exists():
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=base_env(template), check=True
+        )
+    return template
+
+
+def start_server(
+    directory: Path, overrides: dict[str, Any] | None = None, *, name: str = "server", **env: str
+) -> LiveServer:
+    """Start Daphne with ``MCP_SERVER`` overrides; returns once it accepts connections."""
+    directory.mkdir(parents=True, exist_ok=True)
+    database = directory / f"{name}.sqlite3"
+    if "DATABASE_URL" not in env:
+        shutil.copy(migrated_template(directory), database)
+    full_env = base_env(database, overrides, **env)
+    port = free_port()
+    log_path = directory / f"{name}-{port}.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "project.asgi:application"],
+            cwd=ROOT,
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    server = LiveServer(port=port, process=process, log_path=log_path, env=full_env)
+    try:
+        wait_for_port(port, process)
+    except Exception:
+        server.stop()
+        raise RuntimeError(f"server failed to start:\n{server.log()}") from None
+    return server

@@ -1,0 +1,17 @@
+"""Settings for the test suite: the demo site plus a test app, with overrides from the environment.
+
+``MCP_TEST_OVERRIDES`` (JSON) is merged into ``MCP_SERVER``, so each live server a test starts can run
+with its own settings (response mode, limits, deadlines).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from project.settings import *  # noqa: F403
+from project.settings import INSTALLED_APPS, MCP_SERVER
+
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]
+MCP_SERVER = {**MCP_SERVER, **json.loads(os.environ.get("MCP_TEST_OVERRIDES", "{}"))}
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

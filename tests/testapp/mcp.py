@@ -1,0 +1,74 @@
+"""Handlers that misbehave on purpose: the reply guarantee must still answer each request exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from mcp_server import Context, mcp
+
+
+@mcp.tool
+async def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return text
+
+
+@mcp.tool
+async def slow(seconds: float = 30.0) -> str:
+    """Sleep, then answer (used for cancels, deadlines and session ends)."""
+    await asyncio.sleep(seconds)
+    return f"slept {seconds}"
+
+
+@mcp.tool
+def blocking_sleep(seconds: float = 0.5) -> str:
+    """A sync handler that blocks its thread; the event loop must stay free."""
+    time.sleep(seconds)
+    return "done"
+
+
+@mcp.tool
+async def returns_none() -> None:
+    """A tool that returns nothing: a valid result with empty content."""
+    return None
+
+
+@mcp.tool
+async def raises() -> str:
+    """A tool whose body raises: an isError result."""
+    raise RuntimeError("boom")
+
+
+@mcp.tool(timeout=0.5)
+async def short_deadline(seconds: float = 5.0) -> str:
+    """A tool with its own 0.5 s deadline."""
+    await asyncio.sleep(seconds)
+    return "too late"
+
+
+@mcp.tool
+async def progress(steps: int, ctx: Context) -> str:
+    """Report progress ``steps`` times."""
+    for step in range(1, steps + 1):
+        await ctx.report_progress(step, steps, f"step {step}")
+    return "done"
+
+
+@mcp.method("test/none")
+async def raw_none(params: dict[str, Any], ctx: Context) -> dict[str, Any] | None:
+    """A raw method that returns nothing: must be answered with -32603."""
+    return None
+
+
+@mcp.method("test/raise")
+async def raw_raise(params: dict[str, Any]) -> dict[str, Any]:
+    """A raw method that raises: must be answered with -32603."""
+    raise ValueError("raw failure")
+
+
+@mcp.method("test/echo")
+def raw_echo(params: dict[str, Any]) -> dict[str, Any]:
+    """A sync raw method."""
+    return {"params": params}
