@@ -38,7 +38,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         messages.append(
             Error(
                 f"CHANNEL_LAYERS has no alias {conf.CHANNEL_LAYER!r}.",
-                hint="Configure a channel layer: InMemoryChannelLayer for one process, channels_redis for several.",
+                hint="Use InMemoryChannelLayer for one process, channels_redis for several.",
                 id="mcp_server.E003",
             )
         )
