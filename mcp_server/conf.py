@@ -25,6 +25,12 @@ DEFAULTS: dict[str, Any] = {
     "PAGE_SIZE": 100,
     "CHANNEL_LAYER": "default",
     "MIDDLEWARE": [],
+    "LEDGER_BACKEND": "mcp_server.ledger.database.DatabaseLedger",
+    "LEDGER_CACHE_ALIAS": "default",
+    "LEDGER_RETENTION": 3600.0,
+    "LEASE_TIMEOUT": 30.0,
+    "SHUTDOWN_GRACE": 5.0,
+    "STATELESS": False,
 }
 """Every key ``MCP_SERVER`` understands, with its default. The README's settings table mirrors this."""
 
@@ -48,6 +54,12 @@ class MCPSettings:
     PAGE_SIZE: int
     CHANNEL_LAYER: str
     MIDDLEWARE: list[str]
+    LEDGER_BACKEND: str
+    LEDGER_CACHE_ALIAS: str
+    LEDGER_RETENTION: float
+    LEASE_TIMEOUT: float
+    SHUTDOWN_GRACE: float
+    STATELESS: bool
     unknown_keys: tuple[str, ...] = field(default=())
 
     @classmethod

@@ -1,4 +1,4 @@
-"""Database models: MCP sessions (shared by every worker process)."""
+"""Database models: MCP sessions and the request ledger (shared by every worker process)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-__all__ = ["Session"]
+from .ledger.states import State
+
+__all__ = ["LedgerEntry", "Session"]
 
 
 class Session(models.Model):
@@ -51,3 +53,57 @@ class Session(models.Model):
     def is_active(self) -> bool:
         """Whether the session has not ended."""
         return self.ended_at is None
+
+
+class LedgerEntry(models.Model):
+    """One request, recorded from arrival until it is settled (database ledger backend)."""
+
+    State = State
+
+    session = models.ForeignKey(
+        Session, null=True, blank=True, on_delete=models.CASCADE, related_name="requests", db_constraint=False
+    )
+    request_key = models.CharField(_("request id"), max_length=200)
+    method = models.CharField(max_length=100, db_index=True)
+    name = models.CharField(_("tool, resource or prompt"), max_length=300, blank=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_constraint=False,
+    )
+    worker = models.CharField(max_length=200)
+    channel = models.CharField(max_length=200, blank=True)
+    created = models.DateTimeField(db_index=True)
+    deadline = models.DateTimeField(null=True, blank=True)
+    lease_expires = models.DateTimeField(null=True, blank=True)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
+    settled_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    outcome = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("MCP request")
+        verbose_name_plural = _("MCP requests")
+        ordering = ["-created"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "request_key"],
+                condition=models.Q(state="pending"),
+                name="mcp_one_pending_request_per_id",
+            )
+        ]
+        indexes = [
+            models.Index(fields=["state", "created"], name="mcp_ledger_state_created"),
+            models.Index(fields=["worker", "state"], name="mcp_ledger_worker_state"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.request_id!r} ({self.state})"
+
+    @property
+    def request_id(self) -> str | int:
+        """The JSON-RPC id with its original type."""
+        kind, _sep, raw = self.request_key.partition(":")
+        return int(raw) if kind == "i" else raw

@@ -15,12 +15,13 @@ from typing import Any
 from django.conf import settings
 
 from ..conf import mcp_settings
+from ..ledger.states import State
 from .context import Context
 from .errors import INTERNAL_ERROR, REQUEST_TIMEOUT, JSONRPCError
 from .jsonrpc import error_response, result_response
 from .middleware import get_chain
 
-__all__ = ["answer", "deadline_for"]
+__all__ = ["answer", "deadline_for", "name_of"]
 
 logger = logging.getLogger("mcp_server.requests")
 
@@ -35,6 +36,15 @@ def deadline_for(ctx: Context) -> float | None:
     return float(timeout) if timeout else None
 
 
+def name_of(method: str, params: dict[str, Any]) -> str:
+    """The tool, prompt or resource a request names, for the ledger and the admin."""
+    if method in ("tools/call", "prompts/get"):
+        return str(params.get("name", ""))
+    if method.startswith("resources/"):
+        return str(params.get("uri", ""))
+    return ""
+
+
 def _internal_error(ctx: Context, exc: BaseException) -> JSONRPCError:
     logger.error("MCP request %r (%s) failed", ctx.request_id, ctx.method, exc_info=exc)
     data: dict[str, Any] | None = None
@@ -43,35 +53,27 @@ def _internal_error(ctx: Context, exc: BaseException) -> JSONRPCError:
     return JSONRPCError(INTERNAL_ERROR, f"Internal error while handling {ctx.method}", data)
 
 
-async def answer(ctx: Context) -> dict[str, Any]:
-    """Exactly one response for ``ctx``'s request. Raises only ``CancelledError``."""
+async def answer(ctx: Context, seconds: float | None = None) -> tuple[dict[str, Any], str]:
+    """Exactly one response for ``ctx``'s request, and the ledger state it settles in.
+
+    Raises only ``CancelledError`` (the request was cancelled, or its session closed, by someone else).
+    """
     chain = get_chain(tuple(mcp_settings.MIDDLEWARE))
-    timeout = deadline_for(ctx)
-    scope = asyncio.timeout(timeout)
+    scope = asyncio.timeout(seconds)
     try:
         async with scope:
             result = await chain(ctx)
     except TimeoutError as exc:
         if not scope.expired():
-            return error_response(ctx.request_id, _internal_error(ctx, exc))
-        return error_response(
-            ctx.request_id,
-            JSONRPCError(REQUEST_TIMEOUT, f"Request timed out after {timeout:g}s", {"timeout": timeout}),
-        )
+            return error_response(ctx.request_id, _internal_error(ctx, exc)), State.ANSWERED
+        error = JSONRPCError(REQUEST_TIMEOUT, f"Request timed out after {seconds:g}s", {"timeout": seconds})
+        return error_response(ctx.request_id, error), State.TIMED_OUT
     except JSONRPCError as exc:
-        return error_response(ctx.request_id, exc)
+        return error_response(ctx.request_id, exc), State.ANSWERED
     except Exception as exc:
-        return error_response(ctx.request_id, _internal_error(ctx, exc))
-    if result is None:
-        return error_response(
-            ctx.request_id,
-            JSONRPCError(INTERNAL_ERROR, f"Handler for method {ctx.method!r} returned no result"),
-        )
+        return error_response(ctx.request_id, _internal_error(ctx, exc)), State.ANSWERED
     if not isinstance(result, dict):
-        return error_response(
-            ctx.request_id,
-            JSONRPCError(
-                INTERNAL_ERROR, f"Handler for method {ctx.method!r} returned {type(result).__name__}"
-            ),
-        )
-    return result_response(ctx.request_id, result)
+        shape = "no result" if result is None else type(result).__name__
+        error = JSONRPCError(INTERNAL_ERROR, f"Handler for method {ctx.method!r} returned {shape}")
+        return error_response(ctx.request_id, error), State.ANSWERED
+    return result_response(ctx.request_id, result), State.ANSWERED

@@ -20,6 +20,7 @@ from django.core.handlers.asgi import ASGIRequest
 from ..conf import mcp_settings
 from ..protocol.context import SessionState
 from ..protocol.errors import INTERNAL_ERROR, JSONRPCError
+from ..protocol.inflight import inflight
 from ..protocol.jsonrpc import dumps, error_response
 from ..registry.server import MCPServer
 from ..sessions import aend_session, aget_active_session, state_of
@@ -113,6 +114,12 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
                 {"type": "http.response.body", "body": sse.event(message["message"]), "more_body": True}
             )
 
+    async def mcp_settled(self, message: dict[str, Any]) -> None:
+        """Another worker settled a request this exchange holds (a cancel, a session end, an abort)."""
+        await inflight.finish_remote(
+            message["session_id"], message["key"], message["state"], message["response"]
+        )
+
     async def mcp_session_closed(self, message: dict[str, Any]) -> None:
         """The session ended (on any worker): close the GET stream."""
         if self.stream_group is not None:
@@ -183,6 +190,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             is_batch=is_batch,
             request=request,
             user=user,
+            channel=self.channel_name,
         )
         await exchange.run(messages)
 

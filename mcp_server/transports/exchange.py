@@ -13,8 +13,8 @@ from typing import Any
 
 from ..protocol.context import Context, SessionState
 from ..protocol.errors import CONNECTION_CLOSED, INVALID_REQUEST, JSONRPCError
-from ..protocol.guarantee import answer
-from ..protocol.inflight import ANSWERED, CLOSED, PENDING, InFlight, inflight
+from ..protocol.guarantee import answer, deadline_for, name_of
+from ..protocol.inflight import CLOSED, PENDING, InFlight, inflight
 from ..protocol.jsonrpc import (
     IncomingMessage,
     JSONRPCRequest,
@@ -35,12 +35,12 @@ JSON_HEADERS = [(b"content-type", b"application/json")]
 class _RequestPeer:
     """Where one request's related messages go: onto its own POST's response."""
 
-    def __init__(self, exchange: PostExchange, entry: InFlight) -> None:
+    def __init__(self, exchange: PostExchange) -> None:
         self.exchange = exchange
-        self.entry = entry
+        self.entry: InFlight | None = None
 
     async def notify(self, message: dict[str, Any]) -> None:
-        if self.entry.state == PENDING:
+        if self.entry is not None and self.entry.state == PENDING:
             self.exchange.queue.put_nowait(("message", message))
 
     async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
@@ -74,6 +74,7 @@ class PostExchange:
         request: Any = None,
         user: Any = None,
         headers: list[tuple[bytes, bytes]] | None = None,
+        channel: str = "",
     ) -> None:
         self.server = server
         self.session = session
@@ -83,6 +84,7 @@ class PostExchange:
         self.request = request
         self.user = user
         self.headers = headers or []
+        self.channel = channel
         self.queue: asyncio.Queue[tuple[str, dict[str, Any] | None]] = asyncio.Queue()
         self.streaming = False
 
@@ -93,7 +95,7 @@ class PostExchange:
             if isinstance(message, dict):
                 self.queue.put_nowait(("message", message))
             elif isinstance(message, JSONRPCRequest):
-                open_count += self._start(message)
+                open_count += await self._start(message)
             else:
                 await handle_client_message(self.session, message)
         if open_count == 0 and self.queue.empty():
@@ -101,33 +103,47 @@ class PostExchange:
             return
         await self._drain(open_count)
 
-    def _start(self, message: JSONRPCRequest) -> int:
-        try:
-            entry = inflight.open(self.session.id, message.id, message.method, self._deliver)
-        except JSONRPCError as exc:
-            self.queue.put_nowait(("message", error_response(message.id, exc)))
-            return 0
+    async def _start(self, message: JSONRPCRequest) -> int:
+        peer = _RequestPeer(self)
         ctx = Context(
             server=self.server,
             session=self.session,
             request_id=message.id,
             method=message.method,
             params=message.params or {},
-            peer=_RequestPeer(self, entry),
+            peer=peer,
             request=self.request,
             user=self.user,
         )
-        entry.task = asyncio.create_task(self._serve(entry, ctx), name=f"mcp {message.method} {message.id!r}")
+        timeout = deadline_for(ctx)
+        try:
+            entry = await inflight.open(
+                self.session.id,
+                message.id,
+                message.method,
+                self._deliver,
+                name=name_of(message.method, ctx.params),
+                user_id=getattr(self.user, "pk", None),
+                channel=self.channel,
+                seconds=timeout,
+            )
+        except JSONRPCError as exc:
+            self.queue.put_nowait(("message", error_response(message.id, exc)))
+            return 0
+        peer.entry = entry
+        entry.task = asyncio.create_task(
+            self._serve(entry, ctx, timeout), name=f"mcp {message.method} {message.id!r}"
+        )
         return 1
 
-    async def _serve(self, entry: InFlight, ctx: Context) -> None:
+    async def _serve(self, entry: InFlight, ctx: Context, seconds: float | None) -> None:
         try:
-            response = await answer(ctx)
+            response, state = await answer(ctx, seconds)
         except asyncio.CancelledError:
             error = JSONRPCError(CONNECTION_CLOSED, "Connection closed: request task cancelled")
             await inflight.settle(entry, CLOSED, error_response(entry.request_id, error))
             raise
-        await inflight.settle(entry, ANSWERED, response)
+        await inflight.settle(entry, state, response)
 
     async def _deliver(self, entry: InFlight, response: dict[str, Any] | None) -> None:
         if response is not None:
