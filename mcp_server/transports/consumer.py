@@ -28,6 +28,7 @@ from . import sse
 from .exchange import PostExchange
 from .post import HANDSHAKE_HEADER, parse_post, serve_initialize
 from .rules import Headers, HTTPProblem, accepts, check_origin_and_host, headers_of
+from .shutdown import install_shutdown_hooks, track, untrack
 from .signals import session_group
 
 __all__ = ["MCPConsumer"]
@@ -65,6 +66,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             incoming.cancel()
             return {"type": "mcp.finished"}
 
+        install_shutdown_hooks()
         await super().__call__(scope, receive_or_finished, send)
 
     async def send(self, message: dict[str, Any]) -> None:
@@ -128,6 +130,13 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
     # -- methods ---------------------------------------------------------------------------------------
 
     async def _serve(self, body: bytes) -> None:
+        track(self)
+        try:
+            await self._route(body)
+        finally:
+            untrack(self)
+
+    async def _route(self, body: bytes) -> None:
         headers = headers_of(self.scope.get("headers", []))
         method = self.scope.get("method", "GET").upper()
         try:
