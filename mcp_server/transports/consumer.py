@@ -22,6 +22,7 @@ from ..protocol.context import SessionState
 from ..protocol.errors import INTERNAL_ERROR, JSONRPCError
 from ..protocol.inflight import inflight
 from ..protocol.jsonrpc import dumps, error_response
+from ..protocol.versions import DEFAULT_HEADER_VERSION, SUPPORTED_VERSIONS
 from ..registry.server import MCPServer
 from ..sessions import aend_session, aget_active_session, state_of
 from . import sse
@@ -160,18 +161,17 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
                 await self.send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _session(self, headers: Headers) -> SessionState:
+        header_version = headers.get(HANDSHAKE_HEADER)
+        if header_version is not None and header_version not in SUPPORTED_VERSIONS:
+            raise HTTPProblem(400, f"Bad Request: unsupported MCP-Protocol-Version {header_version!r}")
+        if mcp_settings.STATELESS:
+            return SessionState(id=None, protocol_version=header_version or DEFAULT_HEADER_VERSION)
         session_id = headers.get(SESSION_HEADER)
         if not session_id:
             raise HTTPProblem(400, "Bad Request: Mcp-Session-Id header is required", code=-32000)
         session = await aget_active_session(session_id, self.server.name)
         if session is None:
             raise HTTPProblem(404, "Session not found", code=-32001)
-        header_version = headers.get(HANDSHAKE_HEADER)
-        if header_version is not None and header_version != session.protocol_version:
-            from ..protocol.versions import SUPPORTED_VERSIONS
-
-            if header_version not in SUPPORTED_VERSIONS:
-                raise HTTPProblem(400, f"Bad Request: unsupported MCP-Protocol-Version {header_version!r}")
         return state_of(session)
 
     async def _post(self, headers: Headers, body: bytes) -> None:
@@ -204,6 +204,8 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         await exchange.run(messages)
 
     async def _get(self, headers: Headers) -> None:
+        if mcp_settings.STATELESS:
+            raise HTTPProblem(405, "Method Not Allowed: this endpoint is stateless (no standalone stream)")
         if not accepts(headers, "text/event-stream"):
             raise HTTPProblem(406, "Not Acceptable: the client must accept text/event-stream")
         session = await self._session(headers)
@@ -219,6 +221,8 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         await self.send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _delete(self, headers: Headers) -> None:
+        if mcp_settings.STATELESS:
+            raise HTTPProblem(405, "Method Not Allowed: this endpoint is stateless (no sessions to end)")
         session = await self._session(headers)
         assert session.id is not None
         await aend_session(session.id, "session terminated by the client")

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from ..conf import mcp_settings
 from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, JSONRPCError
+from ..protocol.inflight import ANSWERED, InFlight, inflight
 from ..protocol.jsonrpc import (
     IncomingMessage,
     JSONRPCRequest,
@@ -33,6 +34,10 @@ __all__ = ["HANDSHAKE_HEADER", "parse_post", "serve_initialize"]
 logger = logging.getLogger("mcp_server.http")
 
 HANDSHAKE_HEADER = "mcp-protocol-version"
+
+
+async def _sent_inline(entry: InFlight, response: dict[str, Any] | None) -> None:
+    """``initialize`` is answered inline by :func:`serve_initialize`; the ledger only records it."""
 
 
 def parse_post(
@@ -75,12 +80,19 @@ async def serve_initialize(
     params = message.params or {}
     version = negotiate(params.get("protocolVersion"))
     extra: list[tuple[bytes, bytes]] = []
+    entry = None
     try:
         parse_client_request("initialize", version, params)
-        session = await acreate_session(
-            server=consumer.server.name, protocol_version=version, params=params, user=user
+        session_id = None
+        if not mcp_settings.STATELESS:
+            session = await acreate_session(
+                server=consumer.server.name, protocol_version=version, params=params, user=user
+            )
+            session_id = session.id
+            extra.append((b"mcp-session-id", session.id.encode()))
+        entry = await inflight.open(
+            session_id, message.id, "initialize", _sent_inline, user_id=getattr(user, "pk", None)
         )
-        extra.append((b"mcp-session-id", session.id.encode()))
         result = serialize_server_result("initialize", version, initialize_result(consumer.server, params))
         response = result_response(message.id, result)
     except ValidationError as exc:
@@ -91,6 +103,8 @@ async def serve_initialize(
         response = error_response(
             message.id, JSONRPCError(INTERNAL_ERROR, "Internal error during initialize")
         )
+    if entry is not None:
+        await inflight.settle(entry, ANSWERED, response)
     if mcp_settings.RESPONSE_MODE == "sse":
         await consumer.send(
             {"type": "http.response.start", "status": 200, "headers": sse.SSE_HEADERS + extra}

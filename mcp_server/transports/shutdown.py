@@ -84,4 +84,3 @@ class LifespanApp:
                 await ashutdown()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
-
