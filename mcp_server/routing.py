@@ -18,12 +18,19 @@ from django.urls import URLPattern, path, re_path
 
 from .registry.server import MCPServer, mcp
 from .transports.consumer import MCPConsumer
+from .transports.shutdown import LifespanApp
 
 __all__ = ["mcp_application", "mcp_endpoint", "mcp_urlpatterns"]
 
 
 def mcp_endpoint(server: MCPServer = mcp) -> Any:
-    """The ASGI application serving ``server`` (POST, GET and DELETE), with the Django user in scope."""
+    """The ASGI application serving ``server`` (POST, GET and DELETE), with the Django user in scope.
+
+    Run-time changes to ``server``'s tools, resources and prompts are announced to its sessions.
+    """
+    from .updates import watch_registry
+
+    watch_registry(server)
     return AuthMiddlewareStack(MCPConsumer.as_asgi(server=server))
 
 
@@ -41,5 +48,8 @@ def mcp_urlpatterns(servers: Mapping[str, MCPServer] | None = None) -> list[URLP
 def mcp_application(django_app: Any, servers: Mapping[str, MCPServer] | None = None) -> ProtocolTypeRouter:
     """A ``ProtocolTypeRouter`` that serves the MCP endpoints and hands every other request to Django."""
     return ProtocolTypeRouter(
-        {"http": URLRouter([*mcp_urlpatterns(servers), re_path(r"", django_app)])},
+        {
+            "http": URLRouter([*mcp_urlpatterns(servers), re_path(r"", django_app)]),
+            "lifespan": LifespanApp(),
+        },
     )
