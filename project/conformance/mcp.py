@@ -1,0 +1,317 @@
+"""Fixtures of the official MCP conformance suite (``@modelcontextprotocol/conformance``).
+
+The suite's server scenarios call tools, resources and prompts by fixed names and check what they
+return; each handler below answers the way its scenario describes (``src/scenarios/server/`` in the
+suite's source). They are registered on the default server, beside the catalogue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from mcp_server import Audio, Context, Image, ToolError, mcp
+from mcp_server.updates import anotify_resource_updated
+
+from .assets import png_pixel, wav_silence
+
+__all__ = ["STEP_DELAY", "WATCHED_URI", "notify_watched_resource_changed"]
+
+STEP_DELAY = 0.05
+"""Seconds between the log messages and the progress steps of the timed tools."""
+
+WATCHED_URI = "test://watched-resource"
+
+_watched_text = "Watched resource content"
+
+
+def _png() -> Image:
+    return Image(png_pixel(), mime_type="image/png")
+
+
+# -- tools ------------------------------------------------------------------------------------------
+
+
+@mcp.tool(structured_output=False)
+async def test_simple_text() -> str:
+    """Returns one text block (tools-call-simple-text)."""
+    return "This is a simple text response for testing."
+
+
+@mcp.tool(structured_output=False)
+async def test_image_content() -> Image:
+    """Returns a 1x1 PNG image block (tools-call-image)."""
+    return _png()
+
+
+@mcp.tool(structured_output=False)
+async def test_audio_content() -> Audio:
+    """Returns a short WAV audio block (tools-call-audio)."""
+    return Audio(wav_silence(), mime_type="audio/wav")
+
+
+@mcp.tool(structured_output=False)
+async def test_embedded_resource() -> dict[str, Any]:
+    """Returns an embedded text resource (tools-call-embedded-resource)."""
+    return {
+        "type": "resource",
+        "resource": {
+            "uri": "test://embedded-resource",
+            "mimeType": "text/plain",
+            "text": "This is an embedded resource content.",
+        },
+    }
+
+
+@mcp.tool(structured_output=False)
+async def test_multiple_content_types() -> list[Any]:
+    """Returns text, an image and an embedded JSON resource (tools-call-mixed-content)."""
+    return [
+        {"type": "text", "text": "Multiple content types test:"},
+        _png(),
+        {
+            "type": "resource",
+            "resource": {
+                "uri": "test://mixed-content-resource",
+                "mimeType": "application/json",
+                "text": json.dumps({"test": "data", "value": 123}, separators=(",", ":")),
+            },
+        },
+    ]
+
+
+@mcp.tool(structured_output=False)
+async def test_tool_with_logging(ctx: Context) -> str:
+    """Sends three info log messages while it runs (tools-call-with-logging)."""
+    await ctx.info("Tool execution started")
+    await asyncio.sleep(STEP_DELAY)
+    await ctx.info("Tool processing data")
+    await asyncio.sleep(STEP_DELAY)
+    await ctx.info("Tool execution completed")
+    return "Tool with logging executed successfully"
+
+
+@mcp.tool(structured_output=False)
+async def test_tool_with_progress(ctx: Context) -> str:
+    """Reports progress 0, 50 and 100 of 100 (tools-call-with-progress)."""
+    for step, value in enumerate((0, 50, 100)):
+        if step:
+            await asyncio.sleep(STEP_DELAY)
+        await ctx.report_progress(value, 100, f"Completed step {step + 1} of 3")
+    return f"Progress reported for token {ctx.progress_token}"
+
+
+@mcp.tool(structured_output=False)
+async def test_error_handling() -> str:
+    """Always fails: an ``isError`` result (tools-call-error)."""
+    raise ToolError("This tool intentionally returns an error for testing")
+
+
+def _sampled_text(result: dict[str, Any]) -> str:
+    content = result.get("content")
+    blocks = content if isinstance(content, list) else [content]
+    texts = [b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
+    return " ".join(texts) or json.dumps(content)
+
+
+@mcp.tool(structured_output=False)
+async def test_sampling(
+    prompt: Annotated[str, Field(description="The prompt to send to the LLM")], ctx: Context
+) -> str:
+    """Asks the client's model to answer the prompt (tools-call-sampling)."""
+    result = await ctx.sample(prompt, max_tokens=100)
+    return f"LLM response: {_sampled_text(result)}"
+
+
+def _elicited(prefix: str, result: dict[str, Any]) -> str:
+    content = json.dumps(result.get("content") or {}, separators=(",", ":"))
+    return f"{prefix}: action={result.get('action')}, content={content}"
+
+
+@mcp.tool(structured_output=False)
+async def test_elicitation(
+    message: Annotated[str, Field(description="The message to show the user")], ctx: Context
+) -> str:
+    """Asks the user for a username and an email (tools-call-elicitation)."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "username": {"type": "string", "description": "User's response"},
+            "email": {"type": "string", "description": "User's email address"},
+        },
+        "required": ["username", "email"],
+    }
+    return _elicited("User response", await ctx.elicit(message, schema))
+
+
+@mcp.tool(structured_output=False)
+async def test_elicitation_sep1034_defaults(ctx: Context) -> str:
+    """Elicits fields of every primitive type, each with a default (elicitation-sep1034-defaults)."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "description": "User name", "default": "John Doe"},
+            "age": {"type": "integer", "description": "User age", "default": 30},
+            "score": {"type": "number", "description": "User score", "default": 95.5},
+            "status": {
+                "type": "string",
+                "description": "User status",
+                "enum": ["active", "inactive", "pending"],
+                "default": "active",
+            },
+            "verified": {"type": "boolean", "description": "Verification status", "default": True},
+        },
+        "required": [],
+    }
+    result = await ctx.elicit("Please review and update the form fields with defaults", schema)
+    return _elicited("Elicitation completed", result)
+
+
+def _titled(*pairs: tuple[str, str]) -> list[dict[str, str]]:
+    return [{"const": value, "title": title} for value, title in pairs]
+
+
+@mcp.tool(structured_output=False)
+async def test_elicitation_sep1330_enums(ctx: Context) -> str:
+    """Elicits the five enum shapes of SEP-1330 (elicitation-sep1330-enums)."""
+    options = ["option1", "option2", "option3"]
+    schema = {
+        "type": "object",
+        "properties": {
+            "untitledSingle": {"type": "string", "description": "Pick one option", "enum": options},
+            "titledSingle": {
+                "type": "string",
+                "description": "Pick one titled option",
+                "oneOf": _titled(
+                    ("value1", "First Option"), ("value2", "Second Option"), ("value3", "Third Option")
+                ),
+            },
+            "legacyEnum": {
+                "type": "string",
+                "description": "Pick one (legacy enumNames)",
+                "enum": ["opt1", "opt2", "opt3"],
+                "enumNames": ["Option One", "Option Two", "Option Three"],
+            },
+            "untitledMulti": {
+                "type": "array",
+                "description": "Pick several options",
+                "items": {"type": "string", "enum": options},
+            },
+            "titledMulti": {
+                "type": "array",
+                "description": "Pick several titled options",
+                "items": {
+                    "anyOf": _titled(
+                        ("value1", "First Choice"), ("value2", "Second Choice"), ("value3", "Third Choice")
+                    )
+                },
+            },
+        },
+        "required": [],
+    }
+    result = await ctx.elicit("Please select options from the enum fields", schema)
+    return _elicited("Elicitation completed", result)
+
+
+# -- resources --------------------------------------------------------------------------------------
+
+
+@mcp.resource("test://static-text", name="Static Text Resource", mime_type="text/plain")
+async def static_text() -> str:
+    """A static text resource (resources-read-text)."""
+    return "This is the content of the static text resource."
+
+
+@mcp.resource("test://static-binary", name="Static Binary Resource", mime_type="image/png")
+async def static_binary() -> bytes:
+    """A static binary resource: a 1x1 PNG (resources-read-binary)."""
+    return png_pixel()
+
+
+@mcp.resource("test://template/{id}/data", name="Resource Template", mime_type="application/json")
+async def template_data(id: str) -> dict[str, Any]:
+    """A resource template whose content repeats its ``id`` (resources-templates-read)."""
+    return {"id": id, "templateTest": True, "data": f"Data for ID: {id}"}
+
+
+@mcp.resource(WATCHED_URI, name="Watched Resource", mime_type="text/plain")
+async def watched_resource() -> str:
+    """A resource clients subscribe to (resources-subscribe, resources-unsubscribe)."""
+    return _watched_text
+
+
+async def notify_watched_resource_changed(text: str) -> int:
+    """Change the watched resource and tell its subscribers; returns how many sessions were told."""
+    global _watched_text
+    _watched_text = text
+    return await anotify_resource_updated(WATCHED_URI)
+
+
+@mcp.tool(structured_output=False)
+async def update_watched_resource(text: str) -> str:
+    """Changes test://watched-resource and sends notifications/resources/updated to its subscribers.
+
+    Not called by the suite: it lets a client (or a test) see subscriptions at work.
+    """
+    told = await notify_watched_resource_changed(text)
+    return f"Updated {WATCHED_URI}; notified {told} subscribed session(s)"
+
+
+# -- prompts ----------------------------------------------------------------------------------------
+
+
+@mcp.prompt
+async def test_simple_prompt() -> str:
+    """A simple prompt without arguments (prompts-get-simple)."""
+    return "This is a simple prompt for testing."
+
+
+@mcp.prompt
+async def test_prompt_with_arguments(
+    arg1: Annotated[str, Field(description="First test argument")],
+    arg2: Annotated[str, Field(description="Second test argument")],
+) -> str:
+    """A prompt with two required arguments (prompts-get-with-args)."""
+    return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
+
+
+@mcp.prompt
+async def test_prompt_with_embedded_resource(
+    resourceUri: Annotated[str, Field(description="URI of the resource to embed")],
+) -> list[dict[str, Any]]:
+    """A prompt embedding a text resource (prompts-get-embedded-resource)."""
+    resource = {
+        "uri": resourceUri,
+        "mimeType": "text/plain",
+        "text": "Embedded resource content for testing.",
+    }
+    return [
+        {"role": "user", "content": {"type": "resource", "resource": resource}},
+        {"role": "user", "content": {"type": "text", "text": "Please process the embedded resource above."}},
+    ]
+
+
+@mcp.prompt
+async def test_prompt_with_image() -> list[Any]:
+    """A prompt carrying an image (prompts-get-with-image)."""
+    return [_png(), "Please analyze the image above."]
+
+
+# -- completions ------------------------------------------------------------------------------------
+
+_ARG_SUGGESTIONS = ["paris", "park", "party", "test", "testing", "tested"]
+
+
+@mcp.completion(prompt="test_prompt_with_arguments")
+async def complete_prompt_arguments(argument: str, value: str, context: dict[str, str]) -> list[str]:
+    """Suggestions for ``test_prompt_with_arguments`` arguments that start with what was typed."""
+    return [s for s in _ARG_SUGGESTIONS if s.startswith(value.lower())]
+
+
+@mcp.completion(resource="test://template/{id}/data")
+async def complete_template_id(argument: str, value: str, context: dict[str, str]) -> list[str]:
+    """Suggestions for the ``id`` of the resource template."""
+    return [i for i in ("1", "2", "3", "123") if i.startswith(value)]
