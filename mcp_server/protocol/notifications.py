@@ -7,7 +7,7 @@ import logging
 from .context import SessionState
 from .inflight import inflight
 from .jsonrpc import IncomingMessage, JSONRPCNotification, JSONRPCRequest
-from .outbound import outbound
+from .outbound import aforward_answer, outbound
 
 __all__ = ["handle_client_message"]
 
@@ -25,5 +25,5 @@ async def handle_client_message(session: SessionState, message: IncomingMessage)
                 cancelled = await inflight.cancel(session.id, request_id)
                 logger.debug("cancel of %r in session %s: %s", request_id, session.id, cancelled)
         return
-    if not outbound.resolve(session.id, message):
+    if not outbound.resolve(session.id, message) and not await aforward_answer(session.id, message):
         logger.debug("answer %r in session %s matches no waiting request", message.id, session.id)

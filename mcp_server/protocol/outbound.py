@@ -6,10 +6,46 @@ import asyncio
 import secrets
 from typing import Any
 
+from channels.layers import get_channel_layer
+from django.core.cache import caches
+
+from ..conf import mcp_settings
 from .errors import JSONRPCError
 from .jsonrpc import JSONRPCResponse, RequestId, WireError
 
-__all__ = ["OutboundTable", "outbound"]
+__all__ = ["OutboundTable", "aforward_answer", "aremember_route", "outbound"]
+
+ROUTE_TTL = 24 * 3600
+
+
+def _route_key(session_id: str | None, request_id: RequestId) -> str:
+    return f"mcp:outbound:{session_id}:{request_id!r}"
+
+
+async def aremember_route(session_id: str | None, request_id: RequestId, channel: str) -> None:
+    """Remember which consumer waits for this answer, so that a POST to any worker can reach it."""
+    if channel and session_id is not None:
+        await caches[mcp_settings.LEDGER_CACHE_ALIAS].aset(
+            _route_key(session_id, request_id), channel, ROUTE_TTL
+        )
+
+
+async def aforward_answer(session_id: str | None, message: JSONRPCResponse | WireError) -> bool:
+    """Send the client's answer to the worker whose handler waits for it; ``False`` when none does."""
+    if session_id is None or message.id is None:
+        return False
+    cache = caches[mcp_settings.LEDGER_CACHE_ALIAS]
+    key = _route_key(session_id, message.id)
+    channel = await cache.aget(key)
+    layer = get_channel_layer(mcp_settings.CHANNEL_LAYER)
+    if not channel or layer is None:
+        return False
+    await cache.adelete(key)
+    payload = message.model_dump(
+        mode="json", by_alias=True, exclude_none=isinstance(message, JSONRPCResponse)
+    )
+    await layer.send(channel, {"type": "mcp.answer", "session_id": session_id, "message": payload})
+    return True
 
 
 class OutboundTable:

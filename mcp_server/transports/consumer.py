@@ -21,7 +21,8 @@ from ..conf import mcp_settings
 from ..protocol.context import SessionState
 from ..protocol.errors import INTERNAL_ERROR, JSONRPCError
 from ..protocol.inflight import inflight
-from ..protocol.jsonrpc import dumps, error_response
+from ..protocol.jsonrpc import JSONRPCResponse, WireError, dumps, error_response, parse_message
+from ..protocol.outbound import outbound
 from ..protocol.versions import DEFAULT_HEADER_VERSION, SUPPORTED_VERSIONS
 from ..registry.server import MCPServer
 from ..sessions import aend_session, aget_active_session, state_of
@@ -122,6 +123,12 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         await inflight.finish_remote(
             message["session_id"], message["key"], message["state"], message["response"]
         )
+
+    async def mcp_answer(self, message: dict[str, Any]) -> None:
+        """The client's answer to a server-to-client request of this exchange, posted to another worker."""
+        answer = parse_message(message["message"])
+        if isinstance(answer, JSONRPCResponse | WireError):
+            outbound.resolve(message["session_id"], answer)
 
     async def mcp_session_closed(self, message: dict[str, Any]) -> None:
         """The session ended (on any worker): close the GET stream."""

@@ -22,7 +22,7 @@ from ..protocol.jsonrpc import (
     error_response,
 )
 from ..protocol.notifications import handle_client_message
-from ..protocol.outbound import outbound
+from ..protocol.outbound import aremember_route, outbound
 from ..registry.server import MCPServer
 from . import sse
 
@@ -50,6 +50,7 @@ class _RequestPeer:
             )
         session_id = self.exchange.session.id
         request_id, future = outbound.new(session_id)
+        await aremember_route(session_id, request_id, self.exchange.channel)
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             message["params"] = params

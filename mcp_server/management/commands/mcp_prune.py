@@ -30,7 +30,9 @@ class Command(BaseCommand):
         if retention is None:
             retention = float(mcp_settings.LEDGER_RETENTION)
         counts = async_to_sync(self._run)(float(retention))
-        self.stdout.write(f"pruned {counts['pruned']} settled entries; settled {counts['orphans']} orphaned ones")
+        self.stdout.write(
+            f"pruned {counts['pruned']} settled entries; settled {counts['orphans']} orphaned ones"
+        )
 
     async def _run(self, retention: float) -> dict[str, int]:
         ledger = get_ledger()
