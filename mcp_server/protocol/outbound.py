@@ -41,9 +41,11 @@ async def aforward_answer(session_id: str | None, message: JSONRPCResponse | Wir
     if not channel or layer is None:
         return False
     await cache.adelete(key)
-    payload = message.model_dump(
-        mode="json", by_alias=True, exclude_none=isinstance(message, JSONRPCResponse)
-    )
+    payload: dict[str, Any] = {"jsonrpc": "2.0", "id": message.id}
+    if isinstance(message, JSONRPCResponse):
+        payload["result"] = message.result
+    else:
+        payload["error"] = message.error.model_dump(mode="json", exclude_none=True)
     await layer.send(channel, {"type": "mcp.answer", "session_id": session_id, "message": payload})
     return True
 
