@@ -225,8 +225,10 @@ def serve(mode: str, workdir: Path, python: str = sys.executable) -> Iterator[st
             process.wait()
 
 
-def run_suite(version: str, mode: str, url: str, output_dir: Path) -> RunResult:
-    """Run one suite version's default server scenarios against ``url``."""
+def run_suite(
+    version: str, mode: str, url: str, output_dir: Path, extra_args: Sequence[str] = ()
+) -> RunResult:
+    """Run one suite version's default server scenarios (or as ``extra_args`` say) against ``url``."""
     node, index = suite_paths(version)
     if not index.exists():
         raise FileNotFoundError(f"suite {version} is not installed at {index}; run scripts/conformance")
@@ -235,7 +237,7 @@ def run_suite(version: str, mode: str, url: str, output_dir: Path) -> RunResult:
     output_dir.mkdir(parents=True)
     with (output_dir / "suite.log").open("wb") as log:
         completed = subprocess.run(
-            [str(node), str(index), "server", "--url", url, "-o", str(output_dir)],
+            [str(node), str(index), "server", "--url", url, "-o", str(output_dir), *extra_args],
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -250,6 +252,7 @@ def run_matrix(
     versions: Iterable[str] = SUITE_VERSIONS,
     output_root: Path | None = None,
     python: str = sys.executable,
+    extra_args: Sequence[str] = (),
 ) -> list[RunResult]:
     """Every suite version against every response mode, one fresh server per mode."""
     root = output_root or Path(tempfile.mkdtemp(prefix="mcp-conformance-"))
@@ -257,7 +260,7 @@ def run_matrix(
     for mode in modes:
         with serve(mode, root / "servers", python=python) as url:
             for version in versions:
-                results.append(run_suite(version, mode, url, root / f"v{version}-{mode}"))
+                results.append(run_suite(version, mode, url, root / f"v{version}-{mode}", extra_args))
     return results
 
 
@@ -290,6 +293,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--suite", action="append", choices=SUITE_VERSIONS, help="suite version (repeatable)")
     parser.add_argument("-o", "--output-dir", type=Path, help="where results go (default: a temp dir)")
     parser.add_argument("--report", type=Path, help="only print the tables of an earlier --output-dir")
+    parser.add_argument(
+        "--suite-arg",
+        action="append",
+        default=[],
+        help="extra argument for the suite's `server` command, e.g. --suite-arg=--suite=pending "
+        "(the allowlist is meant for the default run)",
+    )
     args = parser.parse_args(argv)
     modes = args.mode or list(MODES)
     versions = args.suite or list(SUITE_VERSIONS)
@@ -301,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if (args.report / f"v{v}-{m}").is_dir()
         ]
     else:
-        results = run_matrix(modes, versions, args.output_dir)
+        results = run_matrix(modes, versions, args.output_dir, extra_args=args.suite_arg)
     for result in results:
         print(format_table(result), end="\n\n")
     bad = [r for r in results if not r.ok]

@@ -69,9 +69,14 @@ class MCPServer:
         structured_output: bool | None = None,
         meta: dict[str, Any] | None = None,
         icons: list[dict[str, Any]] | None = None,
+        input_schema: dict[str, Any] | None = None,
     ) -> Callable[[F], F]: ...
     def tool(self, fn: F | None = None, /, **options: Any) -> F | Callable[[F], F]:
-        """Register a tool; usable as ``@mcp.tool`` or ``@mcp.tool(name=..., permission=...)``."""
+        """Register a tool; usable as ``@mcp.tool`` or ``@mcp.tool(name=..., permission=...)``.
+
+        ``input_schema`` replaces the schema derived from the signature in ``tools/list`` (for JSON Schema
+        the signature cannot express); arguments are still validated against the signature.
+        """
 
         def register(func: F) -> F:
             entry = Tool(name=options.pop("name", None) or func.__name__, fn=func, **options)

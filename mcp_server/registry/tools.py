@@ -32,11 +32,14 @@ class Tool(RegisteredHandler):
     annotations: dict[str, Any] | None = None
     timeout: float | None = None
     structured_output: bool | None = None
+    input_schema: dict[str, Any] | None = None
     output_schema: dict[str, Any] | None = field(init=False, default=None)
     wrap_result: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.input_schema is not None and self.input_schema.get("type") != "object":
+            raise TypeError(f"tool {self.name!r}: input_schema must be a JSON Schema with type 'object'")
         if self.structured_output is not False:
             self.output_schema, self.wrap_result = output_schema_for(self.signature.return_annotation)
             if self.structured_output and self.output_schema is None:
@@ -45,7 +48,9 @@ class Tool(RegisteredHandler):
     def definition(self) -> dict[str, Any]:
         """The tool as listed by ``tools/list``."""
         out = self.base_definition()
-        out["inputSchema"] = self.signature.input_schema()
+        out["inputSchema"] = (
+            self.input_schema if self.input_schema is not None else self.signature.input_schema()
+        )
         if self.output_schema is not None:
             out["outputSchema"] = self.output_schema
         if self.annotations:

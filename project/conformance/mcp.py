@@ -18,7 +18,7 @@ from mcp_server.updates import anotify_resource_updated
 
 from .assets import png_pixel, wav_silence
 
-__all__ = ["STEP_DELAY", "WATCHED_URI", "notify_watched_resource_changed"]
+__all__ = ["JSON_SCHEMA_2020_12", "STEP_DELAY", "WATCHED_URI", "notify_watched_resource_changed"]
 
 STEP_DELAY = 0.05
 """Seconds between the log messages and the progress steps of the timed tools."""
@@ -214,6 +214,46 @@ async def test_elicitation_sep1330_enums(ctx: Context) -> str:
     }
     result = await ctx.elicit("Please select options from the enum fields", schema)
     return _elicited("Elicitation completed", result)
+
+
+JSON_SCHEMA_2020_12: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+"""An input schema using JSON Schema 2020-12 keywords that must survive ``tools/list`` unchanged."""
+
+
+@mcp.tool(structured_output=False, input_schema=JSON_SCHEMA_2020_12)
+async def json_schema_2020_12_tool(
+    name: str | None = None,
+    address: dict[str, str] | None = None,
+    contactMethod: str | None = None,
+    phone: str | None = None,
+    email: str | None = None,
+) -> str:
+    """Tool with JSON Schema 2020-12 features (json-schema-2020-12, a pending scenario)."""
+    given = {"name": name, "address": address, "contactMethod": contactMethod, "phone": phone, "email": email}
+    arguments = {k: v for k, v in given.items() if v is not None}
+    return f"JSON Schema 2020-12 tool called with: {json.dumps(arguments, separators=(',', ':'))}"
 
 
 # -- resources --------------------------------------------------------------------------------------
