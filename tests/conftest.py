@@ -37,6 +37,11 @@ def any_mode_server(request: pytest.FixtureRequest, start: Callable[..., LiveSer
     return start({"RESPONSE_MODE": request.param})
 
 
+@pytest.fixture(autouse=True)
+def _live_server_helper() -> None:
+    """Shadows pytest-django's autouse helper, which expects its own ``live_server`` and a test database."""
+
+
 @pytest.fixture(scope="session")
 def live_server(start: Callable[..., LiveServer]) -> LiveServer:
     """The default live server (``auto`` mode, small limits for the HTTP-rule tests)."""
