@@ -72,3 +72,38 @@ async def raw_raise(params: dict[str, Any]) -> dict[str, Any]:
 def raw_echo(params: dict[str, Any]) -> dict[str, Any]:
     """A sync raw method."""
     return {"params": params}
+
+
+@mcp.method("test/stats")
+async def raw_stats(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """What this worker process holds: in-flight entries (ids of the caller's session), waiting answers, tasks."""
+    from mcp_server.protocol.inflight import inflight
+    from mcp_server.protocol.outbound import outbound
+
+    mine = [e.request_id for e in inflight.pending(ctx.session_id) if e.request_id != ctx.request_id]
+    return {
+        "inflight": len(inflight) - 1,
+        "outbound": len(outbound),
+        "tasks": len(asyncio.all_tasks()),
+        "pending": mine,
+    }
+
+
+@mcp.method("test/ledger_pending")
+async def raw_ledger_pending(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """Pending requests of the caller's session (or ``params["session"]``) in the ledger (any backend)."""
+    from mcp_server.ledger import get_ledger, request_key
+
+    own = request_key(ctx.request_id)
+    records = await get_ledger().apending(str(params.get("session") or ctx.session_id))
+    return {"pending": [r.request_id for r in records if r.request_key != own]}
+
+
+@mcp.method("test/notify")
+async def raw_notify(params: dict[str, Any]) -> dict[str, Any]:
+    """Send ``resources/updated`` for ``params["uri"]`` or ``list_changed`` for ``params["feature"]``."""
+    from mcp_server.updates import anotify_list_changed, anotify_resource_updated
+
+    if "uri" in params:
+        return {"notified": await anotify_resource_updated(str(params["uri"]))}
+    return {"notified": await anotify_list_changed(str(params["feature"]))}
