@@ -21,7 +21,9 @@ __all__ = [
     "MCPServer",
     "ResourceNotFound",
     "ToolError",
+    "anotify_resource_updated",
     "mcp",
+    "notify_resource_updated",
 ]
 
 if TYPE_CHECKING:
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from .protocol.errors import JSONRPCError, ResourceNotFound, ToolError
     from .registry.results import Audio, Image
     from .registry.server import MCPServer, mcp
+    from .updates import anotify_resource_updated, notify_resource_updated
 
 _LAZY = {
     "Context": "mcp_server.protocol.context",
@@ -39,6 +42,8 @@ _LAZY = {
     "Image": "mcp_server.registry.results",
     "MCPServer": "mcp_server.registry.server",
     "mcp": "mcp_server.registry.server",
+    "anotify_resource_updated": "mcp_server.updates",
+    "notify_resource_updated": "mcp_server.updates",
 }
 
 
