@@ -1,4 +1,5 @@
-"""A raw-HTTP MCP session for tests that need control the official client does not give (ids, timing)."""
+"""Raw-HTTP MCP sessions, for tests that need control the official client does not give (ids, timing,
+headers, framing)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ from typing import Any
 
 import httpx
 
+from tests.live import LiveServer
+
 ACCEPT_BOTH = "application/json, text/event-stream"
+LATEST = "2025-11-25"
+CLIENT_INFO = {"name": "raw-http-tests", "version": "1.0"}
 
 
 def rpc(method: str, params: dict[str, Any] | None = None, request_id: int | str = 1) -> dict[str, Any]:
@@ -19,6 +24,18 @@ def rpc(method: str, params: dict[str, Any] | None = None, request_id: int | str
     if params is not None:
         message["params"] = params
     return message
+
+
+def mcp_headers(
+    session_id: str | None = None, *, version: str | None = None, accept: str = ACCEPT_BOTH, **extra: str
+) -> dict[str, str]:
+    """Headers of a well-behaved client."""
+    headers = {"Accept": accept, "Content-Type": "application/json"}
+    if session_id is not None:
+        headers["Mcp-Session-Id"] = session_id
+    if version is not None:
+        headers["MCP-Protocol-Version"] = version
+    return {**headers, **extra}
 
 
 def parse_sse(text: str) -> list[dict[str, Any]]:
@@ -31,9 +48,14 @@ def parse_sse(text: str) -> list[dict[str, Any]]:
     return messages
 
 
+def content_type(response: httpx.Response) -> str:
+    """The media type of a response, without parameters."""
+    return str(response.headers.get("content-type", "")).split(";")[0].strip()
+
+
 def messages_of(response: httpx.Response) -> list[dict[str, Any]]:
-    """The JSON-RPC messages of a response, framed as JSON (object or array) or as an event stream."""
-    kind = str(response.headers.get("content-type", "")).split(";")[0].strip()
+    """The JSON-RPC messages of a response: a JSON object or array, an event stream, or a bodiless 202."""
+    kind = content_type(response)
     if kind == "application/json":
         body = response.json()
         return body if isinstance(body, list) else [body]
@@ -41,58 +63,89 @@ def messages_of(response: httpx.Response) -> list[dict[str, Any]]:
         return parse_sse(response.text)
     if response.status_code == 202 and not response.content:
         return []
-    raise AssertionError(f"unexpected response {response.status_code} {kind!r}: {response.text[:200]}")
+    raise AssertionError(f"unexpected content type {kind!r} (status {response.status_code})")
 
 
-async def wait_for(
-    check: Callable[[], Awaitable[bool]], *, timeout: float = 10.0, what: str = "condition"
-) -> None:
-    """Poll ``check`` until it holds; fail after ``timeout`` seconds."""
-    async with asyncio.timeout(timeout):
-        while not await check():
+def final_response(response: httpx.Response, request_id: int | str = 1) -> dict[str, Any]:
+    """The last message of a response, checked to be the JSON-RPC response to ``request_id``."""
+    assert response.status_code == 200, response.text
+    messages = messages_of(response)
+    assert messages, "a request must get a response"
+    last = messages[-1]
+    assert last.get("id") == request_id, messages
+    assert "method" not in last, messages
+    return last
+
+
+def error_of(response: httpx.Response) -> dict[str, Any]:
+    """The JSON-RPC error of an HTTP-level refusal (a JSON body with ``id: null``)."""
+    assert content_type(response) == "application/json", response.text
+    body = response.json()
+    assert body["jsonrpc"] == "2.0"
+    assert "result" not in body
+    return dict(body["error"])
+
+
+def mode_of(server: LiveServer) -> str:
+    """The ``RESPONSE_MODE`` a live server runs with."""
+    return str(json.loads(server.env["MCP_TEST_OVERRIDES"]).get("RESPONSE_MODE", "auto"))
+
+
+async def wait_for(check: Callable[[], Awaitable[bool]], *, within: float = 10.0) -> None:
+    """Poll ``check`` until it holds; fail after ``within`` seconds."""
+    async with asyncio.timeout(within):
+        while not await check():  # noqa: ASYNC110 - the event is in another process
             await asyncio.sleep(0.01)
-    return None
+
+
+async def initialize(
+    http: httpx.AsyncClient,
+    url: str,
+    version: str = LATEST,
+    capabilities: dict[str, Any] | None = None,
+    **headers: str,
+) -> httpx.Response:
+    """POST ``initialize`` and return the raw response."""
+    params = {"protocolVersion": version, "capabilities": capabilities or {}, "clientInfo": CLIENT_INFO}
+    return await http.post(url, json=rpc("initialize", params), headers=mcp_headers(**headers))
 
 
 @dataclass
 class RawSession:
-    """One MCP session over raw HTTP."""
+    """A session opened with raw HTTP (``id`` is ``None`` on a stateless server)."""
 
-    client: httpx.AsyncClient
+    http: httpx.AsyncClient
     url: str
-    version: str = "2025-11-25"
-    session_id: str | None = None
-    capabilities: dict[str, Any] = field(default_factory=dict)
-    _next_id: int = 1000
+    id: str | None
+    version: str = LATEST
+    init_result: dict[str, Any] = field(default_factory=dict)
+    _last_id: int = 1000
 
-    def headers(self) -> dict[str, str]:
-        headers = {
-            "Accept": ACCEPT_BOTH,
-            "Content-Type": "application/json",
-            "MCP-Protocol-Version": self.version,
-        }
-        if self.session_id:
-            headers["Mcp-Session-Id"] = self.session_id
-        return headers
+    def headers(self, **extra: str) -> dict[str, str]:
+        version = self.version if self.version != "2024-11-05" else None
+        return mcp_headers(self.id, version=version, **extra)
 
     def next_id(self) -> int:
-        self._next_id += 1
-        return self._next_id
+        self._last_id += 1
+        return self._last_id
 
-    async def initialize(self) -> dict[str, Any]:
-        params = {
-            "protocolVersion": self.version,
-            "capabilities": self.capabilities,
-            "clientInfo": {"name": "raw-tests", "version": "1.0"},
-        }
-        response = await self.client.post(self.url, headers=self.headers(), json=rpc("initialize", params, 0))
-        assert response.status_code == 200, response.text
-        self.session_id = response.headers.get("mcp-session-id")
-        await self.notify("notifications/initialized")
-        return messages_of(response)[-1]
+    async def post(self, payload: Any, **extra: str) -> httpx.Response:
+        return await self.http.post(self.url, json=payload, headers=self.headers(**extra))
 
-    async def post(self, body: Any) -> httpx.Response:
-        return await self.client.post(self.url, headers=self.headers(), json=body)
+    async def delete(self) -> httpx.Response:
+        return await self.http.delete(self.url, headers=self.headers())
+
+    async def request(
+        self, method: str, params: dict[str, Any] | None = None, request_id: int | str | None = None
+    ) -> dict[str, Any]:
+        """Send one request and return its JSON-RPC response (checked to be HTTP 200)."""
+        rid = self.next_id() if request_id is None else request_id
+        return final_response(await self.post(rpc(method, params, rid)), rid)
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any] | None = None, request_id: int | str | None = None
+    ) -> dict[str, Any]:
+        return await self.request("tools/call", {"name": name, "arguments": arguments or {}}, request_id)
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> httpx.Response:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
@@ -105,30 +158,25 @@ class RawSession:
     async def cancel(self, request_id: int | str, reason: str = "test") -> None:
         await self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})
 
-    async def call(
-        self, method: str, params: dict[str, Any] | None = None, request_id: int | None = None
-    ) -> Any:
-        """Send a request and return its response message."""
-        rid = request_id if request_id is not None else self.next_id()
-        response = await self.post(rpc(method, params, rid))
-        answers = [m for m in messages_of(response) if m.get("id") == rid and "method" not in m]
-        assert len(answers) == 1, messages_of(response)
-        return answers[0]
-
-    async def tool(
-        self, name: str, arguments: dict[str, Any] | None = None, request_id: int | None = None
-    ) -> Any:
-        return await self.call("tools/call", {"name": name, "arguments": arguments or {}}, request_id)
-
     async def stats(self) -> dict[str, Any]:
-        """The server process's in-flight counts (``test/stats``)."""
-        answer = await self.call("test/stats", {})
-        return dict(answer["result"])
+        """What the serving process holds in flight (the test app's ``test/stats`` method)."""
+        return dict((await self.request("test/stats", {}))["result"])
 
-    async def wait_pending(self, *request_ids: int | str, timeout: float = 10.0) -> None:
+    async def wait_pending(self, *request_ids: int | str, within: float = 10.0) -> None:
         """Wait until the server holds every one of ``request_ids`` in flight."""
 
         async def held() -> bool:
             return set(request_ids) <= set((await self.stats())["pending"])
 
-        await wait_for(held, timeout=timeout, what=f"requests {request_ids} in flight")
+        await wait_for(held, within=within)
+
+
+async def open_session(
+    http: httpx.AsyncClient, url: str, version: str = LATEST, capabilities: dict[str, Any] | None = None
+) -> RawSession:
+    """``initialize`` then ``notifications/initialized``, as a client does."""
+    response = await initialize(http, url, version, capabilities)
+    answer = final_response(response)
+    session = RawSession(http, url, response.headers.get("mcp-session-id"), version, answer["result"])
+    await session.notify("notifications/initialized")
+    return session

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tests.live import LiveServer
-from tests.raw import RawSession, messages_of, rpc
+from tests.raw import RawSession, messages_of, open_session, rpc
 
 
 @pytest.fixture(scope="module")
@@ -35,18 +35,16 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
 
 
 async def session_on(server: LiveServer, http: httpx.AsyncClient, version: str = "2025-11-25") -> RawSession:
-    session = RawSession(http, server.url, version=version)
-    await session.initialize()
-    return session
+    return await open_session(http, server.url, version)
 
 
-# -- I2: empty is an error --------------------------------------------------------------------------------
+# -- I2: empty is an error ---------------------------------------------------------------------------------
 
 
 async def test_raw_method_returning_none_gets_one_internal_error(any_mode_server: LiveServer) -> None:
     async with httpx.AsyncClient(timeout=10) as http:
         session = await session_on(any_mode_server, http)
-        answer = await session.call("test/none", {}, request_id=7)
+        answer = await session.request("test/none", {}, request_id=7)
     assert answer["id"] == 7
     assert answer["error"]["code"] == -32603
     assert "test/none" in answer["error"]["message"]
@@ -56,24 +54,24 @@ async def test_tool_returning_none_is_an_empty_result(
     json_server: LiveServer, http: httpx.AsyncClient
 ) -> None:
     session = await session_on(json_server, http)
-    answer = await session.tool("returns_none")
+    answer = await session.call_tool("returns_none")
     assert answer["result"]["content"] == []
     assert not answer["result"].get("isError")
 
 
-# -- I3: failures are answers -------------------------------------------------------------------------------
+# -- I3: failures are answers ------------------------------------------------------------------------------
 
 
 async def test_raw_method_raising_gets_one_internal_error(
     json_server: LiveServer, http: httpx.AsyncClient
 ) -> None:
     session = await session_on(json_server, http)
-    answer = await session.call("test/raise", {})
+    answer = await session.request("test/raise", {})
     assert answer["error"]["code"] == -32603
     assert "raw failure" not in answer["error"]["message"]  # no exception text outside DEBUG data
 
 
-# -- I4: session end answers -32000, in the request's envelope ----------------------------------------------
+# -- I4: session end answers -32000, in the request's envelope ---------------------------------------------
 
 
 async def test_delete_while_json_post_in_flight_answers_minus_32000(
@@ -131,7 +129,7 @@ async def test_requests_after_delete_get_404(json_server: LiveServer, http: http
     assert (await session.post(rpc("ping", {}, 1))).status_code == 404
 
 
-# -- I5: cancel settles ---------------------------------------------------------------------------------------
+# -- I5: cancel settles ------------------------------------------------------------------------------------
 
 
 async def test_cancel_on_json_post_returns_202_and_leaves_nothing(
@@ -147,7 +145,8 @@ async def test_cancel_on_json_post_returns_202_and_leaves_nothing(
     assert response.status_code == 202
     assert response.content == b""
     stats = await session.stats()
-    assert stats["pending"] == [] and stats["inflight"] == 0
+    assert stats["pending"] == []
+    assert stats["inflight"] == 0
 
 
 async def test_cancel_in_batch_answers_only_the_siblings(
@@ -195,18 +194,20 @@ async def test_a_thousand_cancels_leave_nothing_behind(
         statuses += [response.status_code for response in await asyncio.wait_for(asyncio.gather(*calls), 20)]
     assert statuses == [202] * 1000
     after = await session.stats()
-    assert after["pending"] == [] and after["inflight"] == 0 and after["outbound"] == 0
+    assert after["pending"] == []
+    assert after["inflight"] == 0
+    assert after["outbound"] == 0
     assert after["tasks"] <= baseline["tasks"] + 2, "no task is left running per cancelled request"
 
 
-# -- I7: deadlines ----------------------------------------------------------------------------------------------
+# -- I7: deadlines -----------------------------------------------------------------------------------------
 
 
 async def test_per_tool_deadline_answers_minus_32001(
     json_server: LiveServer, http: httpx.AsyncClient
 ) -> None:
     session = await session_on(json_server, http)
-    answer = await session.tool("short_deadline", {"seconds": 30})
+    answer = await session.call_tool("short_deadline", {"seconds": 30})
     assert answer["error"]["code"] == -32001
     assert (await session.stats())["inflight"] == 0
 
@@ -214,11 +215,11 @@ async def test_per_tool_deadline_answers_minus_32001(
 async def test_global_deadline(start: Callable[..., LiveServer], http: httpx.AsyncClient) -> None:
     server = start({"RESPONSE_MODE": "json", "REQUEST_TIMEOUT": 0.3})
     session = await session_on(server, http)
-    answer = await session.tool("slow", {"seconds": 30})
+    answer = await session.call_tool("slow", {"seconds": 30})
     assert answer["error"]["code"] == -32001
 
 
-# -- ledger rules -------------------------------------------------------------------------------------------------
+# -- ledger rules ------------------------------------------------------------------------------------------
 
 
 async def test_duplicate_pending_id_is_rejected_without_harming_the_original(
@@ -232,26 +233,27 @@ async def test_duplicate_pending_id_is_rejected_without_harming_the_original(
     duplicate = await session.post(rpc("ping", {}, 51))
     assert duplicate.json()["error"]["code"] == -32600
     body = (await asyncio.wait_for(original, 10)).json()
-    assert body["id"] == 51 and body["result"]["content"][0]["text"] == "slept 1.0"
+    assert body["id"] == 51
+    assert body["result"]["content"][0]["text"] == "slept 1.0"
 
 
-# -- stateless mode ------------------------------------------------------------------------------------------------
+# -- stateless mode ----------------------------------------------------------------------------------------
 
 
 async def test_stateless_mode_keeps_the_guarantee(
     start: Callable[..., LiveServer], http: httpx.AsyncClient
 ) -> None:
     server = start({"RESPONSE_MODE": "json", "STATELESS": True, "REQUEST_TIMEOUT": 0.5})
-    session = RawSession(http, server.url)
-    init = await session.initialize()
-    assert session.session_id is None and init["result"]["protocolVersion"] == "2025-11-25"
-    assert (await session.call("test/none", {}))["error"]["code"] == -32603
-    assert (await session.tool("echo", {"text": "hi"}))["result"]["content"][0]["text"] == "hi"
-    assert (await session.tool("slow", {"seconds": 30}))["error"]["code"] == -32001
+    session = await open_session(http, server.url)
+    assert session.id is None
+    assert session.init_result["protocolVersion"] == "2025-11-25"
+    assert (await session.request("test/none", {}))["error"]["code"] == -32603
+    assert (await session.call_tool("echo", {"text": "hi"}))["result"]["content"][0]["text"] == "hi"
+    assert (await session.call_tool("slow", {"seconds": 30}))["error"]["code"] == -32001
     assert (await http.get(server.url, headers={"Accept": "text/event-stream"})).status_code == 405
 
 
-# -- graceful shutdown -----------------------------------------------------------------------------------------------
+# -- graceful shutdown -------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("mode", ["json", "sse"])

@@ -1,146 +1,30 @@
-"""The Streamable HTTP rules, checked with raw HTTP against real Daphne servers.
-
-The helpers at the top (``open_session``, ``messages_of`` ...) are shared by the other live-server tests.
-"""
+"""The Streamable HTTP rules, checked with raw HTTP against real Daphne servers."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.live import LiveServer
-
-ACCEPT_BOTH = "application/json, text/event-stream"
-LATEST = "2025-11-25"
-CLIENT_INFO = {"name": "http-rules-tests", "version": "1.0"}
-
-
-# -- helpers -------------------------------------------------------------------------------------------------
-
-
-def rpc(method: str, params: dict[str, Any] | None = None, request_id: int | str = 1) -> dict[str, Any]:
-    """A JSON-RPC request."""
-    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-    if params is not None:
-        message["params"] = params
-    return message
-
-
-def mcp_headers(
-    session_id: str | None = None, *, version: str | None = None, accept: str = ACCEPT_BOTH, **extra: str
-) -> dict[str, str]:
-    """Headers of a well-behaved client."""
-    headers = {"Accept": accept, "Content-Type": "application/json"}
-    if session_id is not None:
-        headers["Mcp-Session-Id"] = session_id
-    if version is not None:
-        headers["MCP-Protocol-Version"] = version
-    return {**headers, **extra}
-
-
-def parse_sse(text: str) -> list[dict[str, Any]]:
-    """The JSON-RPC messages carried by the ``data:`` lines of an event stream, in order."""
-    messages: list[dict[str, Any]] = []
-    for block in text.replace("\r\n", "\n").split("\n\n"):
-        data = [line[5:].lstrip(" ") for line in block.split("\n") if line.startswith("data:")]
-        if data:
-            messages.append(json.loads("\n".join(data)))
-    return messages
-
-
-def content_type(response: httpx.Response) -> str:
-    return str(response.headers.get("content-type", "")).split(";")[0].strip()
-
-
-def messages_of(response: httpx.Response) -> list[dict[str, Any]]:
-    """The JSON-RPC messages of a response, whether framed as JSON or as an event stream."""
-    kind = content_type(response)
-    if kind == "application/json":
-        return [response.json()]
-    if kind == "text/event-stream":
-        return parse_sse(response.text)
-    raise AssertionError(f"unexpected content type {kind!r} (status {response.status_code})")
-
-
-def final_response(response: httpx.Response, request_id: int | str = 1) -> dict[str, Any]:
-    """The last message of a response, checked to be the JSON-RPC response to ``request_id``."""
-    assert response.status_code == 200, response.text
-    messages = messages_of(response)
-    assert messages, "a request must get a response"
-    last = messages[-1]
-    assert last.get("id") == request_id, messages
-    assert "method" not in last, messages
-    return last
-
-
-async def initialize(
-    http: httpx.AsyncClient, url: str, version: str = LATEST, **headers: str
-) -> httpx.Response:
-    """POST ``initialize`` and return the raw response."""
-    params = {"protocolVersion": version, "capabilities": {}, "clientInfo": CLIENT_INFO}
-    return await http.post(url, json=rpc("initialize", params), headers=mcp_headers(**headers))
-
-
-@dataclass
-class RawSession:
-    """A session opened with raw HTTP."""
-
-    http: httpx.AsyncClient
-    url: str
-    id: str
-    version: str
-    init_result: dict[str, Any]
-
-    def headers(self, **extra: str) -> dict[str, str]:
-        version = self.version if self.version != "2024-11-05" else None
-        return mcp_headers(self.id, version=version, **extra)
-
-    async def post(self, payload: Any, **extra: str) -> httpx.Response:
-        return await self.http.post(self.url, json=payload, headers=self.headers(**extra))
-
-    async def request(
-        self, method: str, params: dict[str, Any] | None = None, request_id: int | str = 1
-    ) -> dict[str, Any]:
-        """Send one request and return its JSON-RPC response (checked to be HTTP 200)."""
-        return final_response(await self.post(rpc(method, params, request_id)), request_id)
-
-    async def call_tool(
-        self, name: str, arguments: dict[str, Any] | None = None, request_id: int | str = 1
-    ) -> dict[str, Any]:
-        return await self.request("tools/call", {"name": name, "arguments": arguments or {}}, request_id)
-
-    async def delete(self) -> httpx.Response:
-        return await self.http.delete(self.url, headers=self.headers())
-
-
-async def open_session(http: httpx.AsyncClient, url: str, version: str = LATEST) -> RawSession:
-    """``initialize`` then ``notifications/initialized``, as a client does."""
-    response = await initialize(http, url, version)
-    answer = final_response(response)
-    session = RawSession(http, url, response.headers["mcp-session-id"], version, answer["result"])
-    initialized = await session.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    assert initialized.status_code == 202, initialized.text
-    return session
-
-
-def mode_of(server: LiveServer) -> str:
-    """The ``RESPONSE_MODE`` a live server runs with."""
-    return str(json.loads(server.env["MCP_TEST_OVERRIDES"]).get("RESPONSE_MODE", "auto"))
-
-
-def error_of(response: httpx.Response) -> dict[str, Any]:
-    """The JSON-RPC error of an HTTP-level refusal (a JSON body with ``id: null``)."""
-    assert content_type(response) == "application/json", response.text
-    body = response.json()
-    assert body["jsonrpc"] == "2.0"
-    assert "result" not in body
-    return dict(body["error"])
+from tests.raw import (
+    CLIENT_INFO,
+    LATEST,
+    RawSession,
+    content_type,
+    error_of,
+    final_response,
+    initialize,
+    mcp_headers,
+    mode_of,
+    open_session,
+    parse_sse,
+    rpc,
+)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from mcp_server import Context, MCPServer, ToolError
 from tests.live import LiveServer
-from tests.test_http_rules import RawSession, content_type, open_session, parse_sse, rpc
+from tests.raw import RawSession, content_type, open_session, parse_sse, rpc
 
 
 class Point(BaseModel):

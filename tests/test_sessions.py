@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.live import LiveServer
-from tests.test_http_rules import RawSession, open_session, rpc
+from tests.raw import CLIENT_INFO, RawSession, open_session, rpc
 
 IDLE_TIMEOUT = 60
 
@@ -72,7 +72,7 @@ async def test_initialize_stores_the_session(http: httpx.AsyncClient, live_serve
     session = await open_session(http, live_server.url, "2025-06-18")
     row = session_row(live_server, session.id)
     assert row["protocol_version"] == "2025-06-18"
-    assert row["client_name"] == "http-rules-tests"
+    assert row["client_name"] == CLIENT_INFO["name"]
     assert row["ended_at"] is None
     assert row["transport"] == "http"
 

@@ -76,7 +76,7 @@ def raw_echo(params: dict[str, Any]) -> dict[str, Any]:
 
 @mcp.method("test/stats")
 async def raw_stats(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    """What this worker process holds: in-flight entries (ids of the caller's session), waiting answers, tasks."""
+    """What this worker holds: in-flight entries (ids of the caller's session), waiting answers, tasks."""
     from mcp_server.protocol.inflight import inflight
     from mcp_server.protocol.outbound import outbound
 
