@@ -66,7 +66,9 @@ TEMPLATES = [
 ]
 
 DATABASES = {
-    "default": dj_database_url.config(default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}", conn_max_age=0),
+    "default": dj_database_url.config(
+        default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}", conn_max_age=600, conn_health_checks=True
+    ),
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {
@@ -78,8 +80,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 REDIS_URL = os.environ.get("REDIS_URL")
 CHANNEL_LAYERS: dict[str, Any]
 if REDIS_URL:
+    # socket_timeout=None: redis-py 8 reads with a 5 s timeout by default, which cuts channels-redis's own
+    # 5 s blocking receive short; the TimeoutError kills every consumer idle that long (a slow tool's POST).
     CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": None}]},
+        }
     }
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
 else:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,3 +120,73 @@ def start_server(
         server.stop()
         raise RuntimeError(f"server failed to start:\n{server.log()}") from None
     return server
+
+
+# -- real services for the multi-process tests (Redis, PostgreSQL) --------------------------------------
+
+POSTGRES_URL = os.environ.get("MCP_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432")
+"""The PostgreSQL server (no database name): each test session creates its own database there."""
+
+REDIS_URL = os.environ.get("MCP_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+"""Redis DB 15 is reserved for the tests; each test session keeps its keys under its own prefix."""
+
+
+def services_problem() -> str | None:
+    """Why Redis or PostgreSQL cannot be used right now, or ``None`` when both answer."""
+    import psycopg
+    import redis
+
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
+    except Exception as exc:
+        return f"Redis at {REDIS_URL} is unreachable ({exc}); run scripts/services"
+    try:
+        with psycopg.connect(f"{POSTGRES_URL}/postgres", connect_timeout=2):
+            pass
+    except Exception as exc:
+        return f"PostgreSQL at {POSTGRES_URL} is unreachable ({exc}); run scripts/services"
+    return None
+
+
+@contextmanager
+def postgres_database() -> Iterator[str]:
+    """A fresh, migrated database ``mcp_test_<random>``, dropped afterwards; yields its URL."""
+    import psycopg
+    from psycopg import sql
+
+    name = f"mcp_test_{secrets.token_hex(4)}"
+    with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    url = f"{POSTGRES_URL}/{name}"
+    try:
+        env = base_env(Path(os.devnull), DATABASE_URL=url)
+        subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+        yield url
+    finally:
+        with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@contextmanager
+def redis_namespace() -> Iterator[str]:
+    """A key prefix of this test session's own in the tests' Redis DB, emptied before and after use.
+
+    Servers get it as ``MCP_TEST_REDIS_PREFIX`` (``tests/settings.py`` applies it to the channel layer and
+    the cache), so concurrent test runs never see each other's keys.
+    """
+    import redis
+
+    prefix = f"mcptest-{secrets.token_hex(4)}"
+    client = redis.Redis.from_url(REDIS_URL)
+
+    def flush() -> None:
+        keys = list(client.scan_iter(match=f"{prefix}*", count=500))
+        if keys:
+            client.delete(*keys)
+
+    flush()
+    try:
+        yield prefix
+    finally:
+        flush()
+        client.close()

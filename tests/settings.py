@@ -10,8 +10,13 @@ import json
 import os
 
 from project.settings import *  # noqa: F403
-from project.settings import INSTALLED_APPS, MCP_SERVER
+from project.settings import CACHES, CHANNEL_LAYERS, INSTALLED_APPS, MCP_SERVER, REDIS_URL
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]
 MCP_SERVER = {**MCP_SERVER, **json.loads(os.environ.get("MCP_TEST_OVERRIDES", "{}"))}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# ``MCP_TEST_REDIS_PREFIX``: a test session's own namespace in the shared Redis (channel layer and cache).
+if REDIS_URL and os.environ.get("MCP_TEST_REDIS_PREFIX"):
+    CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = os.environ["MCP_TEST_REDIS_PREFIX"]
+    CACHES["default"]["KEY_PREFIX"] = os.environ["MCP_TEST_REDIS_PREFIX"]

@@ -18,9 +18,16 @@ from tests.live import LiveServer
 from tests.raw import RawSession, messages_of, open_session, rpc
 
 
-@pytest.fixture(scope="module")
-def json_server(start: Callable[..., LiveServer]) -> LiveServer:
-    return start({"RESPONSE_MODE": "json"})
+LEDGERS = {
+    "database-ledger": "mcp_server.ledger.database.DatabaseLedger",
+    "cache-ledger": "mcp_server.ledger.cache.CacheLedger",
+}
+
+
+@pytest.fixture(scope="module", params=sorted(LEDGERS))
+def json_server(request: pytest.FixtureRequest, start: Callable[..., LiveServer]) -> LiveServer:
+    """A JSON-mode server, once with each ledger backend."""
+    return start({"RESPONSE_MODE": "json", "LEDGER_BACKEND": LEDGERS[request.param]})
 
 
 @pytest.fixture(scope="module")

@@ -3,15 +3,22 @@
 Layout under ``mcp:ledger:``: ``seq`` (a counter, the record's pk), ``e:<pk>`` (the record),
 ``k:<session>:<request>`` (the pending pk of a request id: ``add`` rejects duplicates), ``s:<pk>`` (the
 settlement: ``add`` is the compare-and-set), ``w:<worker>`` (a worker's lease, renewed while it lives),
-``low`` (the oldest pk that may still be pending; pruning moves it forward).
+``low`` (the oldest pk still stored; pruning moves it forward), ``plow`` (the oldest pk that may still be
+pending; listing moves it forward, so listing costs what is pending, not what was ever served).
+
+Each operation runs its few cache calls in one hop to a worker thread (``thread_sensitive=False``), so the
+ledger neither blocks the event loop nor queues behind the ORM's single thread. The cache client must be
+thread-safe (Redis and local memory are).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.core.cache import caches
 from django.utils import timezone
 
@@ -28,99 +35,85 @@ class CacheLedger(Ledger):
 
     prefix = "mcp:ledger:"
 
-    @property
+    @cached_property
     def cache(self) -> Any:
+        """One cache client for the process (``caches[...]`` in async code builds one per task)."""
         return caches[self.options.get("CACHE_ALIAS", "default")]
 
     def _k(self, *parts: Any) -> str:
         return self.prefix + ":".join(str(p) for p in parts)
 
-    async def _next_pk(self) -> int:
-        try:
-            return int(await self.cache.aincr(self._k("seq")))
-        except ValueError:
-            await self.cache.aadd(self._k("seq"), 0, None)
-            return int(await self.cache.aincr(self._k("seq")))
+    # -- sync primitives (each called in one worker-thread hop) ---------------------------------------
 
-    async def aopen(self, record: LedgerRecord) -> LedgerRecord:
+    def _next_pk(self) -> int:
+        # ``incr`` is atomic on Redis and Memcached (Django's ``aincr`` is a get then a set).
+        try:
+            return int(self.cache.incr(self._k("seq")))
+        except ValueError:
+            self.cache.add(self._k("seq"), 0, None)
+            return int(self.cache.incr(self._k("seq")))
+
+    def _open(self, record: LedgerRecord) -> LedgerRecord:
         record.created = record.created or timezone.now()
-        pk = await self._next_pk()
-        if not await self.cache.aadd(self._k("k", record.session_id, record.request_key), pk, None):
+        pk = self._next_pk()
+        if record.session_id is not None and not self.cache.add(
+            self._k("k", record.session_id, record.request_key), pk, None
+        ):
             raise DuplicateRequest(record.request_key)
         record.pk = pk
-        await self.cache.aset(self._k("e", pk), dataclasses.asdict(record), None)
+        self.cache.set(self._k("e", pk), dataclasses.asdict(record), None)
         return record
 
-    async def asettle(self, record: LedgerRecord, state: str, outcome: dict[str, Any] | None) -> bool:
+    def _settle(self, record: LedgerRecord, state: str, outcome: dict[str, Any] | None) -> bool:
         retention = float(self.options.get("RETENTION", 3600))
-        if not await self.cache.aadd(self._k("s", record.pk), state, retention + 60):
+        if not self.cache.add(self._k("s", record.pk), state, retention + 60):
             return False
-        stored = await self.cache.aget(self._k("e", record.pk)) or dataclasses.asdict(record)
+        stored = dataclasses.asdict(record)
         stored.update(state=state, outcome=outcome, settled_at=timezone.now())
-        await self.cache.aset(self._k("e", record.pk), stored, retention)
-        await self.cache.adelete(self._k("k", record.session_id, record.request_key))
+        self.cache.set(self._k("e", record.pk), stored, retention)
+        if record.session_id is not None:
+            self.cache.delete(self._k("k", record.session_id, record.request_key))
         record.state, record.outcome = state, outcome
         return True
 
-    async def aget(self, record: LedgerRecord) -> LedgerRecord | None:
-        found = await self.cache.aget_many([self._k("e", record.pk), self._k("s", record.pk)])
-        stored = found.get(self._k("e", record.pk))
+    def _get(self, pk: Any) -> LedgerRecord | None:
+        found = self.cache.get_many([self._k("e", pk), self._k("s", pk)])
+        stored = found.get(self._k("e", pk))
         if stored is None:
             return None
         current = LedgerRecord(**stored)
-        settled = found.get(self._k("s", record.pk))
+        settled = found.get(self._k("s", pk))
         if settled is not None and current.state == State.PENDING:
             current.state = settled
         return current
 
-    async def aget_pending(self, session_id: str | None, key: str) -> LedgerRecord | None:
-        pk = await self.cache.aget(self._k("k", session_id, key))
-        if pk is None or await self.cache.aget(self._k("s", pk)) is not None:
+    def _get_pending(self, session_id: str | None, key: str) -> LedgerRecord | None:
+        pk = self.cache.get(self._k("k", session_id, key))
+        if pk is None:
             return None
-        stored = await self.cache.aget(self._k("e", pk))
-        return LedgerRecord(**stored) if stored else None
+        record = self._get(pk)
+        return record if record is not None and record.state == State.PENDING else None
 
-    async def _scan(self) -> tuple[list[LedgerRecord], int, int]:
-        """Every record from ``low`` to ``seq``, with settlement applied."""
-        low = int(await self.cache.aget(self._k("low")) or 1)
-        high = int(await self.cache.aget(self._k("seq")) or 0)
-        records: list[LedgerRecord] = []
+    def _pending(self, session_id: str | None, limit: int | None) -> list[LedgerRecord]:
+        low = int(self.cache.get(self._k("plow")) or 1)
+        high = int(self.cache.get(self._k("seq")) or 0)
+        pending: list[LedgerRecord] = []
         for start in range(low, high + 1, CHUNK):
             pks = range(start, min(start + CHUNK, high + 1))
-            found = await self.cache.aget_many(
-                [self._k("e", pk) for pk in pks] + [self._k("s", pk) for pk in pks]
-            )
+            found = self.cache.get_many([self._k("e", pk) for pk in pks] + [self._k("s", pk) for pk in pks])
             for pk in pks:
                 stored = found.get(self._k("e", pk))
-                if stored is None:
-                    continue
-                record = LedgerRecord(**stored)
-                settled = found.get(self._k("s", pk))
-                if settled is not None and record.state == State.PENDING:
-                    record.state = settled
-                records.append(record)
-        return records, low, high
+                if stored is not None and found.get(self._k("s", pk)) is None:
+                    pending.append(LedgerRecord(**stored))
+        first_pending = int(pending[0].pk) if pending else high + 1
+        if first_pending > low:  # records only ever leave pending, so this stays a valid lower bound
+            self.cache.set(self._k("plow"), first_pending, None)
+        mine = [r for r in pending if session_id is None or r.session_id == session_id]
+        return mine[:limit] if limit is not None else mine
 
-    async def apending(
-        self, session_id: str | None = None, *, limit: int | None = None
-    ) -> list[LedgerRecord]:
-        records, _, _ = await self._scan()
-        pending = [
-            r
-            for r in records
-            if r.state == State.PENDING and (session_id is None or r.session_id == session_id)
-        ]
-        return pending[:limit] if limit is not None else pending
-
-    async def arenew_leases(self, worker: str, until: datetime) -> int:
-        seconds = max(1.0, (until - timezone.now()).total_seconds())
-        await self.cache.aset(self._k("w", worker), until.isoformat(), seconds)
-        return 1
-
-    async def aexpired(self, now: datetime, *, limit: int = 500) -> list[LedgerRecord]:
-        pending = await self.apending()
-        workers = {r.worker for r in pending}
-        alive = await self.cache.aget_many([self._k("w", w) for w in workers])
+    def _expired(self, now: datetime, limit: int) -> list[LedgerRecord]:
+        pending = self._pending(None, None)
+        alive = self.cache.get_many([self._k("w", w) for w in {r.worker for r in pending}])
         grace = timedelta(seconds=float(self.options.get("LEASE_TIMEOUT", 30)))
         return [
             r
@@ -128,20 +121,63 @@ class CacheLedger(Ledger):
             if self._k("w", r.worker) not in alive and r.created is not None and now - r.created > grace
         ][:limit]
 
-    async def aprune(self, settled_before: datetime) -> int:
-        records, low, high = await self._scan()
-        pruned = 0
-        new_low = low
-        for record in records:
-            if record.state == State.PENDING:
-                break
-            if record.settled_at is None or record.settled_at >= settled_before:
-                break
-            await self.cache.adelete_many([self._k("e", record.pk), self._k("s", record.pk)])
-            pruned += 1
-            new_low = int(record.pk) + 1
-        if not records:
-            new_low = high + 1
-        if new_low != low:
-            await self.cache.aset(self._k("low"), new_low, None)
+    def _prune(self, settled_before: datetime) -> int:
+        """Move ``low`` past records that expired or were settled before ``settled_before``."""
+        low = int(self.cache.get(self._k("low")) or 1)
+        high = int(self.cache.get(self._k("seq")) or 0)
+        pruned, pk, blocked = 0, low, False
+        while pk <= high and not blocked:
+            pks = range(pk, min(pk + CHUNK, high + 1))
+            found = self.cache.get_many([self._k("e", n) for n in pks] + [self._k("s", n) for n in pks])
+            doomed: list[str] = []
+            for n in pks:
+                stored = found.get(self._k("e", n))
+                if stored is not None:
+                    settled_at = stored.get("settled_at")
+                    if (
+                        found.get(self._k("s", n)) is None
+                        or settled_at is None
+                        or settled_at >= settled_before
+                    ):
+                        blocked = True
+                        break
+                    doomed += [self._k("e", n), self._k("s", n)]
+                    pruned += 1
+                pk = n + 1
+            if doomed:
+                self.cache.delete_many(doomed)
+        if pk != low:
+            self.cache.set(self._k("low"), pk, None)
         return pruned
+
+    # -- the Ledger interface ------------------------------------------------------------------------------
+
+    async def aopen(self, record: LedgerRecord) -> LedgerRecord:
+        return await sync_to_async(self._open, thread_sensitive=False)(record)
+
+    async def asettle(self, record: LedgerRecord, state: str, outcome: dict[str, Any] | None) -> bool:
+        return await sync_to_async(self._settle, thread_sensitive=False)(record, state, outcome)
+
+    async def aget(self, record: LedgerRecord) -> LedgerRecord | None:
+        return await sync_to_async(self._get, thread_sensitive=False)(record.pk)
+
+    async def aget_pending(self, session_id: str | None, key: str) -> LedgerRecord | None:
+        return await sync_to_async(self._get_pending, thread_sensitive=False)(session_id, key)
+
+    async def apending(
+        self, session_id: str | None = None, *, limit: int | None = None
+    ) -> list[LedgerRecord]:
+        return await sync_to_async(self._pending, thread_sensitive=False)(session_id, limit)
+
+    async def arenew_leases(self, worker: str, until: datetime) -> int:
+        seconds = max(1.0, (until - timezone.now()).total_seconds())
+        await sync_to_async(self.cache.set, thread_sensitive=False)(
+            self._k("w", worker), until.isoformat(), seconds
+        )
+        return 1
+
+    async def aexpired(self, now: datetime, *, limit: int = 500) -> list[LedgerRecord]:
+        return await sync_to_async(self._expired, thread_sensitive=False)(now, limit)
+
+    async def aprune(self, settled_before: datetime) -> int:
+        return await sync_to_async(self._prune, thread_sensitive=False)(settled_before)

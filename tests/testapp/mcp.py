@@ -77,11 +77,14 @@ def raw_echo(params: dict[str, Any]) -> dict[str, Any]:
 @mcp.method("test/stats")
 async def raw_stats(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     """What this worker holds: in-flight entries (ids of the caller's session), waiting answers, tasks."""
+    from mcp_server.ledger import get_ledger
     from mcp_server.protocol.inflight import inflight
     from mcp_server.protocol.outbound import outbound
 
     mine = [e.request_id for e in inflight.pending(ctx.session_id) if e.request_id != ctx.request_id]
+    ledger_pending = [r for r in await get_ledger().apending() if r.request_key != f"i:{ctx.request_id}"]
     return {
+        "ledger_pending": len(ledger_pending),
         "inflight": len(inflight) - 1,
         "outbound": len(outbound),
         "tasks": len(asyncio.all_tasks()),

@@ -1,0 +1,106 @@
+"""The ledger backends, in process: compare-and-set settlement, duplicates, listing, leases, pruning."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from django.core.cache import caches
+from django.utils import timezone
+
+from mcp_server.ledger import DuplicateRequest, Ledger, LedgerRecord, State, request_key
+from mcp_server.ledger.cache import CacheLedger
+from mcp_server.ledger.database import DatabaseLedger
+from mcp_server.models import Session
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(params=["database", "cache"])
+def ledger(request: pytest.FixtureRequest) -> Iterator[Ledger]:
+    caches["default"].clear()
+    if request.param == "database":
+        yield DatabaseLedger({})
+    else:
+        yield CacheLedger({"RETENTION": 60, "LEASE_TIMEOUT": 1})
+
+
+def record(session: str | None, request_id: int | str, **extra: object) -> LedgerRecord:
+    return LedgerRecord(session_id=session, request_key=request_key(request_id), method="tools/call", **extra)
+
+
+@pytest.fixture
+def session_id() -> str:
+    now = timezone.now()
+    return Session.objects.create(id="s-ledger-test", protocol_version="2025-11-25", last_seen=now).id
+
+
+async def test_exactly_one_concurrent_settle_wins(ledger: Ledger, session_id: str) -> None:
+    entry = await ledger.aopen(record(session_id, 1))
+    results = await asyncio.gather(
+        *(ledger.asettle(entry, state, None) for state in [State.CANCELLED, State.ANSWERED, State.CLOSED] * 4)
+    )
+    assert results.count(True) == 1
+    stored = await ledger.aget(entry)
+    assert stored is not None
+    assert stored.state != State.PENDING
+    assert await ledger.apending(session_id) == []
+
+
+async def test_a_settled_entry_never_changes(ledger: Ledger, session_id: str) -> None:
+    entry = await ledger.aopen(record(session_id, "a"))
+    assert await ledger.asettle(entry, State.ANSWERED, {"result": True})
+    assert not await ledger.asettle(entry, State.ABORTED, {"error": {"code": -1, "message": "x"}})
+    stored = await ledger.aget(entry)
+    assert stored is not None
+    assert stored.state == State.ANSWERED
+
+
+async def test_duplicate_pending_id_is_refused_until_settled(ledger: Ledger, session_id: str) -> None:
+    first = await ledger.aopen(record(session_id, 7))
+    with pytest.raises(DuplicateRequest):
+        await ledger.aopen(record(session_id, 7))
+    await ledger.aopen(record(session_id, "7"))  # a string id is another id
+    await ledger.asettle(first, State.ANSWERED, None)
+    await ledger.aopen(record(session_id, 7))  # free again once settled
+
+
+async def test_stateless_requests_never_collide(ledger: Ledger) -> None:
+    await ledger.aopen(record(None, 1))
+    await ledger.aopen(record(None, 1))
+    assert len(await ledger.apending()) == 2
+
+
+async def test_pending_lists_one_session_oldest_first(ledger: Ledger, session_id: str) -> None:
+    entries = [await ledger.aopen(record(session_id, n)) for n in range(5)]
+    await ledger.aopen(record(None, 99))
+    await ledger.asettle(entries[0], State.ANSWERED, None)
+    listed = await ledger.apending(session_id)
+    assert [r.request_id for r in listed] == [1, 2, 3, 4]
+    found = await ledger.aget_pending(session_id, request_key(3))
+    assert found is not None
+    assert found.pk == entries[3].pk
+    assert await ledger.aget_pending(session_id, request_key(0)) is None
+
+
+async def test_requests_of_a_dead_worker_expire(ledger: Ledger, session_id: str) -> None:
+    now = timezone.now()
+    old = now - timedelta(seconds=120)
+    dead = await ledger.aopen(record(session_id, 1, worker="dead:1", created=old, lease_expires=old))
+    alive = await ledger.aopen(record(session_id, 2, worker="alive:2", created=old, lease_expires=old))
+    await ledger.arenew_leases("alive:2", now + timedelta(seconds=30))
+    expired = await ledger.aexpired(now)
+    assert [r.pk for r in expired] == [dead.pk]
+    assert alive.pk not in [r.pk for r in expired]
+
+
+async def test_prune_removes_only_old_settled_entries(ledger: Ledger, session_id: str) -> None:
+    settled = await ledger.aopen(record(session_id, 1))
+    pending = await ledger.aopen(record(session_id, 2))
+    await ledger.asettle(settled, State.ANSWERED, None)
+    assert await ledger.aprune(timezone.now() - timedelta(seconds=60)) == 0
+    assert await ledger.aprune(timezone.now() + timedelta(seconds=1)) == 1
+    assert await ledger.aget(settled) is None
+    assert [r.pk for r in await ledger.apending(session_id)] == [pending.pk]

@@ -1,0 +1,543 @@
+"""I8: the reply guarantee holds across worker processes.
+
+Several real Daphne processes serve one site with no sticky sessions: the channel layer and the cache on
+Redis, sessions and the ledger on PostgreSQL (or the ledger in the Redis cache). A request served by one
+worker is cancelled, closed or answered through another; a GET stream held by one worker gets the
+notifications another one sends; a worker killed mid-request has its pending request settled by a survivor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+
+from tests.live import REDIS_URL as TEST_REDIS_URL
+from tests.live import LiveServer, postgres_database, redis_namespace, services_problem, start_server
+
+ACCEPT_BOTH = "application/json, text/event-stream"
+LATEST = "2025-11-25"
+BATCH_VERSION = "2025-03-26"
+WATCHED_URI = "test://watched-resource"  # a resource of project/conformance, subscribable
+SLOW = {"name": "slow", "arguments": {"seconds": 30}}  # outlives every wait below
+CLOSED_BY_DELETE = "Connection closed: session terminated by the client"
+DEAD_WORKER = "Connection closed: the worker serving it stopped"
+KILL_LEASE = 1.0
+"""``LEASE_TIMEOUT`` of the worker that gets killed and of its survivor."""
+DB_LEDGER = "mcp_server.ledger.database.DatabaseLedger"
+CACHE_LEDGER = "mcp_server.ledger.cache.CacheLedger"
+
+
+# -- services and servers -------------------------------------------------------------------------------
+
+
+@dataclass
+class Site:
+    """Two workers of one site (one ledger backend, one database): each is the other's "B"."""
+
+    backend: str
+    database: str
+    json_worker: LiveServer
+    sse_worker: LiveServer
+
+    @property
+    def uses_database_ledger(self) -> bool:
+        return self.backend == DB_LEDGER
+
+    @property
+    def workers(self) -> tuple[LiveServer, LiveServer]:
+        return self.json_worker, self.sse_worker
+
+
+@dataclass
+class Cluster:
+    database: str
+    sites: dict[str, Site]
+    doomed: LiveServer
+    """A worker that test_killed_worker kills."""
+    survivor: LiveServer
+
+
+@pytest.fixture(scope="module")
+def services() -> Iterator[tuple[str, str]]:
+    """A fresh PostgreSQL database and a Redis key prefix of this run's own: ``(database URL, prefix)``."""
+    problem = services_problem()
+    if problem is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set and a service is missing: {problem}")
+        pytest.skip(problem)
+    with postgres_database() as database, redis_namespace() as prefix:
+        yield database, prefix
+
+
+@pytest.fixture(scope="module")
+def cluster(services: tuple[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Six workers, started in parallel: two per ledger backend, and a pair for the kill test."""
+    database, prefix = services
+    directory: Path = tmp_path_factory.mktemp("multiprocess")
+    env = {"DATABASE_URL": database, "REDIS_URL": TEST_REDIS_URL, "MCP_TEST_REDIS_PREFIX": prefix}
+    specs: dict[str, dict[str, Any]] = {}
+    for label, backend in (("db", DB_LEDGER), ("cache", CACHE_LEDGER)):
+        for mode in ("json", "sse"):
+            specs[f"{label}-{mode}"] = {"RESPONSE_MODE": mode, "LEDGER_BACKEND": backend}
+    specs["doomed"] = {"RESPONSE_MODE": "json", "LEASE_TIMEOUT": KILL_LEASE}
+    specs["survivor"] = {"RESPONSE_MODE": "json", "LEASE_TIMEOUT": KILL_LEASE}
+    with ThreadPoolExecutor(len(specs)) as pool:
+        futures = {
+            name: pool.submit(start_server, directory, overrides, name=name, **env)
+            for name, overrides in specs.items()
+        }
+        started: dict[str, LiveServer] = {}
+        errors: list[BaseException] = []
+        for name, future in futures.items():
+            try:
+                started[name] = future.result()
+            except Exception as exc:
+                errors.append(exc)
+    try:
+        if errors:
+            raise errors[0]
+        sites = {
+            label: Site(
+                backend=backend,
+                database=database,
+                json_worker=started[f"{label}-json"],
+                sse_worker=started[f"{label}-sse"],
+            )
+            for label, backend in (("db", DB_LEDGER), ("cache", CACHE_LEDGER))
+        }
+        yield Cluster(database, sites, started["doomed"], started["survivor"])
+    finally:
+        with ThreadPoolExecutor(len(specs)) as pool:
+            list(pool.map(LiveServer.stop, started.values()))
+
+
+@pytest.fixture(params=["db", "cache"])
+def site(request: pytest.FixtureRequest, cluster: Cluster) -> Site:
+    """Each test runs once with the database ledger and once with the cache ledger."""
+    return cluster.sites[request.param]
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(timeout=httpx.Timeout(20.0)) as client:
+        yield client
+
+
+# -- raw MCP over HTTP ------------------------------------------------------------------------------------
+
+
+def rpc(request_id: int | str, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def parse_sse(text: str) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        data = [line[5:].lstrip(" ") for line in block.split("\n") if line.startswith("data:")]
+        if data:
+            messages.append(json.loads("\n".join(data)))
+    return messages
+
+
+def messages_of(response: httpx.Response) -> list[dict[str, Any]]:
+    """The JSON-RPC messages of a complete response (JSON object or array, or an event stream)."""
+    kind = response.headers.get("content-type", "").split(";")[0].strip()
+    if kind == "application/json":
+        body = response.json()
+        return body if isinstance(body, list) else [body]
+    if kind == "text/event-stream":
+        return parse_sse(response.text)
+    assert response.status_code == 202, (response.status_code, response.text)
+    assert response.content == b""
+    return []
+
+
+async def sse_events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
+    """The messages of an open event stream, as they arrive; ends when the server closes it."""
+    data: list[str] = []
+    async for line in response.aiter_lines():
+        if line.startswith("data:"):
+            data.append(line[5:].lstrip(" "))
+        elif not line and data:
+            yield json.loads("\n".join(data))
+            data = []
+
+
+@dataclass
+class McpSession:
+    """One client session, usable on any worker of the site."""
+
+    http: httpx.AsyncClient
+    id: str
+    version: str
+
+    def headers(self, accept: str = ACCEPT_BOTH) -> dict[str, str]:
+        return {
+            "Accept": accept,
+            "Content-Type": "application/json",
+            "Mcp-Session-Id": self.id,
+            "MCP-Protocol-Version": self.version,
+        }
+
+    async def post(self, server: LiveServer, body: Any) -> httpx.Response:
+        return await self.http.post(server.url, headers=self.headers(), json=body)
+
+    def stream(self, server: LiveServer, body: Any) -> Any:
+        """A POST whose response is read as it arrives (``async with``)."""
+        return self.http.stream("POST", server.url, headers=self.headers(), json=body)
+
+    async def call(self, server: LiveServer, request_id: int | str, method: str, params: Any) -> Any:
+        """A request that must be answered with a result; returns the result."""
+        response = await self.post(server, rpc(request_id, method, params))
+        answers = [m for m in messages_of(response) if m.get("id") == request_id and "method" not in m]
+        assert len(answers) == 1, response.text
+        assert "result" in answers[0], answers[0]
+        return answers[0]["result"]
+
+    async def cancel(self, server: LiveServer, request_id: int | str) -> None:
+        params = {"requestId": request_id, "reason": "changed my mind"}
+        response = await self.post(
+            server, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}
+        )
+        assert response.status_code == 202, response.text
+
+    async def delete(self, server: LiveServer) -> None:
+        response = await self.http.delete(server.url, headers=self.headers())
+        assert response.status_code == 200, response.text
+
+    async def ledger_pending(self, server: LiveServer, of: str | None = None) -> list[int | str]:
+        """Pending requests of this session (or session ``of``) as the ledger records them."""
+        params = {"session": of} if of is not None else {}
+        result = await self.call(server, "ledger-probe", "test/ledger_pending", params)
+        return list(result["pending"])
+
+
+async def open_session(
+    http: httpx.AsyncClient,
+    server: LiveServer,
+    *,
+    version: str = LATEST,
+    capabilities: dict[str, Any] | None = None,
+) -> McpSession:
+    params = {
+        "protocolVersion": version,
+        "capabilities": capabilities or {},
+        "clientInfo": {"name": "multiprocess-tests", "version": "1"},
+    }
+    headers = {"Accept": ACCEPT_BOTH, "Content-Type": "application/json"}
+    response = await http.post(server.url, headers=headers, json=rpc(0, "initialize", params))
+    assert response.status_code == 200, response.text
+    assert messages_of(response)[0]["result"]["protocolVersion"] == version
+    session = McpSession(http, response.headers["mcp-session-id"], version)
+    initialized = await session.post(server, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert initialized.status_code == 202
+    return session
+
+
+# -- waiting on real state --------------------------------------------------------------------------------
+
+
+async def wait_for(check: Callable[[], Awaitable[bool]], what: str, within: float = 10.0) -> None:
+    """Poll ``check`` (state in another process: no event to wait on) until it holds, for ``within`` s."""
+    try:
+        async with asyncio.timeout(within):
+            while not await check():  # noqa: ASYNC110 - the state lives in PostgreSQL or another worker
+                await asyncio.sleep(0.02)
+    except TimeoutError:
+        pytest.fail(f"timed out after {within}s waiting for {what}")
+
+
+def request_key(request_id: int | str) -> str:
+    return f"i:{request_id}" if isinstance(request_id, int) else f"s:{request_id}"
+
+
+async def ledger_rows(database: str, session_id: str) -> dict[str, dict[str, Any]]:
+    """The session's rows of ``mcp_server_ledgerentry``, by request key."""
+    async with await psycopg.AsyncConnection.connect(database) as connection:
+        cursor = await connection.execute(
+            "SELECT request_key, state, outcome, worker, created, lease_expires, settled_at"
+            " FROM mcp_server_ledgerentry WHERE session_id = %s",
+            (session_id,),
+        )
+        columns = ("request_key", "state", "outcome", "worker", "created", "lease_expires", "settled_at")
+        return {row[0]: dict(zip(columns, row, strict=True)) for row in await cursor.fetchall()}
+
+
+async def wait_pending(site: Site, b: LiveServer, session: McpSession, *ids: int | str) -> None:
+    """Wait until the ledger holds every one of ``ids`` pending (asked of worker ``b``)."""
+
+    async def held() -> bool:
+        return set(ids) <= set(await session.ledger_pending(b))
+
+    await wait_for(held, f"requests {ids} pending in the ledger")
+    if site.uses_database_ledger:
+        rows = await ledger_rows(site.database, session.id)
+        assert all(rows[request_key(i)]["state"] == "pending" for i in ids), rows
+
+
+async def assert_settled(
+    site: Site, b: LiveServer, session: McpSession, expected: dict[int | str, str]
+) -> None:
+    """Nothing of the session is left pending; with the database ledger, each row is in its state."""
+    assert await session.ledger_pending(b) == []
+    if site.uses_database_ledger:
+        rows = await ledger_rows(site.database, session.id)
+        assert {k: r["state"] for k, r in rows.items() if r["state"] == "pending"} == {}
+        for request_id, state in expected.items():
+            assert rows[request_key(request_id)]["state"] == state, rows
+    for request_id in expected:  # the id is free again: no pending entry of it anywhere
+        assert await session.call(b, request_id, "test/echo", {"again": True}) == {"params": {"again": True}}
+
+
+# -- 1. a cancel through another worker -------------------------------------------------------------------
+
+
+async def test_cancel_through_another_worker_json(site: Site, http: httpx.AsyncClient) -> None:
+    a, b = site.json_worker, site.sse_worker
+    session = await open_session(http, a)
+    request = asyncio.ensure_future(session.post(a, rpc(7, "tools/call", SLOW)))
+    await wait_pending(site, b, session, 7)
+    await session.cancel(b, 7)
+    response = await asyncio.wait_for(request, 10)
+    assert response.status_code == 202
+    assert response.content == b""
+    await assert_settled(site, b, session, {7: "cancelled"})
+
+
+async def test_cancel_through_another_worker_sse(site: Site, http: httpx.AsyncClient) -> None:
+    a, b = site.sse_worker, site.json_worker
+    session = await open_session(http, a)
+    # Daphne sends the stream's headers with its first bytes: read the whole stream in the background.
+    request = asyncio.ensure_future(session.post(a, rpc("slow-1", "tools/call", SLOW)))
+    await wait_pending(site, b, session, "slow-1")
+    await session.cancel(b, "slow-1")
+    response = await asyncio.wait_for(request, 10)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert [m for m in messages_of(response) if m.get("id") == "slow-1"] == []
+    await assert_settled(site, b, session, {"slow-1": "cancelled"})
+
+
+# -- 2. a DELETE through another worker -------------------------------------------------------------------
+
+
+async def test_delete_through_another_worker_answers_a_single_post(
+    site: Site, http: httpx.AsyncClient
+) -> None:
+    a, b = site.json_worker, site.sse_worker
+    session = await open_session(http, a)
+    request = asyncio.ensure_future(session.post(a, rpc(1, "tools/call", SLOW)))
+    await wait_pending(site, b, session, 1)
+    await session.delete(b)
+    response = await asyncio.wait_for(request, 10)
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    assert response.json() == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "error": {"code": -32000, "message": CLOSED_BY_DELETE},
+    }
+    await assert_session_gone(site, session, {1: "closed"})
+
+
+async def test_delete_through_another_worker_answers_a_batch(site: Site, http: httpx.AsyncClient) -> None:
+    a, b = site.json_worker, site.sse_worker
+    session = await open_session(http, a, version=BATCH_VERSION)
+    batch = [rpc(1, "tools/call", SLOW), rpc("two", "tools/call", SLOW)]
+    request = asyncio.ensure_future(session.post(a, batch))
+    await wait_pending(site, b, session, 1, "two")
+    await session.delete(b)
+    response = await asyncio.wait_for(request, 10)
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert isinstance(body, list)
+    assert sorted(body, key=lambda m: str(m["id"])) == [
+        {"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": CLOSED_BY_DELETE}},
+        {"jsonrpc": "2.0", "id": "two", "error": {"code": -32000, "message": CLOSED_BY_DELETE}},
+    ]
+    await assert_session_gone(site, session, {1: "closed", "two": "closed"})
+
+
+async def test_delete_answers_many_requests_spread_over_both_workers(
+    site: Site, http: httpx.AsyncClient
+) -> None:
+    """Requests opened at the same moment on two workers each get their own ledger entry, all pending,
+    and one DELETE answers every one of them on the worker that holds it."""
+    session = await open_session(http, site.json_worker)
+    spread = [(worker, f"{worker.port}-{n}") for worker in site.workers for n in range(8)]
+    requests = [
+        asyncio.ensure_future(session.post(worker, rpc(request_id, "tools/call", SLOW)))
+        for worker, request_id in spread
+    ]
+    everything = [request_id for _worker, request_id in spread]
+    await wait_pending(site, site.sse_worker, session, *everything)
+    await session.delete(site.sse_worker)
+    responses = await asyncio.wait_for(asyncio.gather(*requests), 10)
+    answers = [message for response in responses for message in messages_of(response)]
+    assert sorted(str(m["id"]) for m in answers) == sorted(everything)
+    assert {json.dumps(m["error"]) for m in answers} == {
+        json.dumps({"code": -32000, "message": CLOSED_BY_DELETE})
+    }
+    await assert_session_gone(site, session, dict.fromkeys(everything, "closed"))
+
+
+async def assert_session_gone(site: Site, session: McpSession, expected: dict[int | str, str]) -> None:
+    """After a DELETE: every worker answers 404, nothing is pending, each row has its state."""
+    for worker in site.workers:
+        response = await session.post(worker, rpc(99, "ping"))
+        assert response.status_code == 404, response.text
+    observer = await open_session(session.http, site.sse_worker)
+    assert await observer.ledger_pending(site.json_worker, of=session.id) == []
+    if site.uses_database_ledger:
+        rows = await ledger_rows(site.database, session.id)
+        assert {k: r["state"] for k, r in rows.items() if r["state"] == "pending"} == {}
+        for request_id, state in expected.items():
+            assert rows[request_key(request_id)]["state"] == state
+            assert rows[request_key(request_id)]["outcome"] == {
+                "error": {"code": -32000, "message": CLOSED_BY_DELETE}
+            }
+
+
+# -- 3. an elicitation answered through another worker ----------------------------------------------------
+
+
+async def test_elicitation_answer_reaches_the_worker_that_waits(site: Site, http: httpx.AsyncClient) -> None:
+    a, b = site.sse_worker, site.json_worker
+    session = await open_session(http, b, capabilities={"elicitation": {}})
+    call = rpc(5, "tools/call", {"name": "test_elicitation", "arguments": {"message": "Who are you?"}})
+    content = {"username": "ada", "email": "ada@example.org"}
+    async with asyncio.timeout(10), session.stream(a, call) as response:
+        assert response.status_code == 200
+        events = sse_events(response)
+        question = await anext(events)
+        assert question["method"] == "elicitation/create"
+        assert question["params"]["message"] == "Who are you?"
+        answer = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept", "content": content}}
+        posted = await session.post(b, answer)
+        assert posted.status_code == 202, posted.text
+        rest = [message async for message in events]
+    assert len(rest) == 1, rest
+    assert rest[0]["id"] == 5
+    text = rest[0]["result"]["content"][0]["text"]
+    assert text == f"User response: action=accept, content={json.dumps(content, separators=(',', ':'))}"
+    await assert_settled(site, b, session, {5: "answered"})
+
+
+# -- 4. notifications reach the GET stream, whichever worker holds it ----------------------------------------
+
+
+async def test_notifications_reach_the_stream_held_by_another_worker(
+    site: Site, http: httpx.AsyncClient
+) -> None:
+    a, b = site.json_worker, site.sse_worker
+    session = await open_session(http, b)
+    async with (
+        asyncio.timeout(10),
+        http.stream("GET", a.url, headers=session.headers("text/event-stream")) as stream,
+    ):
+        # The headers come after the stream joined its session's group (consumer._get).
+        assert stream.status_code == 200
+        events = sse_events(stream)
+        assert await session.call(b, 1, "resources/subscribe", {"uri": WATCHED_URI}) == {}
+        assert await session.call(b, 2, "test/notify", {"uri": WATCHED_URI}) == {"notified": 1}
+        assert await anext(events) == {
+            "jsonrpc": "2.0",
+            "method": "notifications/resources/updated",
+            "params": {"uri": WATCHED_URI},
+        }
+        notified = await session.call(b, 3, "test/notify", {"feature": "tools"})
+        assert notified["notified"] >= 1
+        assert await anext(events) == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+        # The session's end on another worker closes the stream.
+        await session.delete(b)
+        assert [message async for message in events] == []
+
+
+# -- connections that stay quiet longer than the Redis client's read timeout ---------------------------------
+
+
+async def test_quiet_connections_outlive_the_redis_read_timeout(
+    cluster: Cluster, http: httpx.AsyncClient
+) -> None:
+    """redis-py 8 gives up reading after 5 s by default, and channels-redis blocks up to 5 s per receive:
+    unless the channel layer lifts that timeout, every consumer quiet for ~5 s dies with a 500."""
+    site = cluster.sites["db"]
+    a, b = site.sse_worker, site.json_worker
+    session = await open_session(http, b)
+    assert await session.call(b, 1, "resources/subscribe", {"uri": WATCHED_URI}) == {}
+    async with (
+        asyncio.timeout(20),
+        http.stream("GET", a.url, headers=session.headers("text/event-stream")) as stream,
+    ):
+        assert stream.status_code == 200
+        events = sse_events(stream)
+        # Six quiet seconds for this POST's consumer on B and for the GET stream's consumer on A.
+        answer = await session.call(b, 2, "tools/call", {"name": "slow", "arguments": {"seconds": 6}})
+        assert answer["content"][0]["text"] == "slept 6.0"
+        assert await session.call(b, 3, "test/notify", {"uri": WATCHED_URI}) == {"notified": 1}
+        assert await anext(events) == {
+            "jsonrpc": "2.0",
+            "method": "notifications/resources/updated",
+            "params": {"uri": WATCHED_URI},
+        }
+    await assert_settled(site, b, session, {2: "answered"})
+
+
+# -- 5. a worker dies holding a request ---------------------------------------------------------------------
+
+
+async def test_killed_worker_leaves_a_lease_that_a_survivor_settles(
+    cluster: Cluster, http: httpx.AsyncClient
+) -> None:
+    doomed, survivor = cluster.doomed, cluster.survivor
+    session = await open_session(http, survivor)  # the survivor has served a request: its upkeep runs
+    request = asyncio.ensure_future(session.post(doomed, rpc(1, "tools/call", SLOW)))
+    key = request_key(1)
+
+    async def renewed() -> bool:
+        # The living worker renews its lease: still pending after its first lease ran out.
+        row = (await ledger_rows(cluster.database, session.id)).get(key)
+        if row is None:
+            return False
+        assert row["state"] == "pending", row
+        return bool((row["lease_expires"] - row["created"]).total_seconds() > 2 * KILL_LEASE)
+
+    await wait_for(renewed, "the serving worker to renew its lease")
+    worker = (await ledger_rows(cluster.database, session.id))[key]["worker"]
+    assert f":{doomed.process.pid}:" in worker
+
+    doomed.process.send_signal(signal.SIGKILL)
+    await asyncio.to_thread(doomed.process.wait, 10)
+    killed_at = time.monotonic()
+    with pytest.raises(httpx.TransportError):
+        await asyncio.wait_for(request, 10)
+
+    async def closed() -> bool:
+        return bool((await ledger_rows(cluster.database, session.id))[key]["state"] != "pending")
+
+    await wait_for(closed, "a survivor to settle the dead worker's request", within=10 * KILL_LEASE)
+    elapsed = time.monotonic() - killed_at
+    row = (await ledger_rows(cluster.database, session.id))[key]
+    assert row["state"] == "closed", row
+    assert row["outcome"] == {"error": {"code": -32000, "message": DEAD_WORKER}}
+    assert row["settled_at"] >= row["lease_expires"]  # not before the dead worker's last lease ran out
+    assert [
+        r for r in (await ledger_rows(cluster.database, session.id)).values() if r["state"] == "pending"
+    ] == []
+    print(f"orphan settled {elapsed:.2f}s after the kill (LEASE_TIMEOUT {KILL_LEASE}s)")
