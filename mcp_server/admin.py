@@ -1,24 +1,54 @@
-"""Admin for MCP sessions."""
+"""Admin for MCP sessions and the request ledger, with a live page of pending requests.
+
+Operator actions: *Abort selected requests* answers each pending one with -32003 "Request aborted by an
+operator" (:data:`~mcp_server.protocol.errors.REQUEST_ABORTED`); *End selected sessions* answers their
+in-flight requests -32000 and later requests with their id get 404. Both settle through the ledger's
+compare-and-set, so no request is ever answered twice, and both are recorded in the admin log. Rows cannot be
+deleted here: deleting a pending row would leave its request unanswered (settled rows are pruned after
+``LEDGER_RETENTION``).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import Case, Count, Q, QuerySet, Value, When
+from django.db.models.expressions import OrderBy
+from django.http import HttpRequest
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
 
-from .models import Session
+from .admin_live.operations import END_REASON, end_sessions
+from .admin_live.routing import LIVE_PATH
+from .admin_live.views import LivePage, abort_and_log
+from .ledger.states import State
+from .models import LedgerEntry, Session
 
-__all__ = ["SessionAdmin"]
+__all__ = ["AgeFilter", "LedgerEntryAdmin", "SessionAdmin"]
 
 if TYPE_CHECKING:
     SessionModelAdmin = admin.ModelAdmin[Session]
+    LedgerEntryModelAdmin = admin.ModelAdmin[LedgerEntry]
 else:
     SessionModelAdmin = admin.ModelAdmin
+    LedgerEntryModelAdmin = admin.ModelAdmin
+
+
+def _duration(delta: timedelta) -> str:
+    seconds = max(0.0, delta.total_seconds())
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min {int(seconds % 60)} s"
+    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60)} min"
 
 
 @admin.register(Session)
 class SessionAdmin(SessionModelAdmin):
-    """Read-only view of sessions."""
+    """Read-only view of sessions, with their count of pending requests and the *end sessions* action."""
 
     list_display = (
         "short_id",
@@ -29,16 +59,167 @@ class SessionAdmin(SessionModelAdmin):
         "user",
         "created",
         "last_seen",
+        "pending_requests",
         "ended_at",
     )
     list_filter = ("transport", "protocol_version", ("ended_at", admin.EmptyFieldListFilter))
     search_fields = ("id", "client_name")
     readonly_fields = [f.name for f in Session._meta.get_fields() if f.concrete]
     date_hierarchy = "created"
+    list_select_related = ("user",)
+    actions = ["end_sessions"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Session]:
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(pending_count=Count("requests", filter=Q(requests__state=State.PENDING)))
+        )
 
     @admin.display(description="session", ordering="id")
     def short_id(self, obj: Session) -> str:
         return f"{obj.id[:12]}…"
 
-    def has_add_permission(self, request: object) -> bool:
+    @admin.display(description="pending", ordering="pending_count")
+    def pending_requests(self, obj: Session) -> int:
+        return int(getattr(obj, "pending_count", 0))
+
+    @admin.action(
+        description="End selected sessions (in-flight requests answer -32000)", permissions=["change"]
+    )
+    def end_sessions(self, request: HttpRequest, queryset: QuerySet[Session]) -> None:
+        active = {session.pk: session for session in queryset.filter(ended_at__isnull=True)}
+        ended = end_sessions(active, END_REASON)
+        for session_id in ended:
+            self.log_change(
+                request,
+                active[session_id],
+                f"Ended the session ({END_REASON}): in-flight requests answered -32000, later ones get 404.",
+            )
+        skipped = queryset.count() - len(ended)
+        note = f"; {skipped} had already ended" if skipped else ""
+        self.message_user(request, f"Ended {len(ended)} session(s){note}.", messages.SUCCESS)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Session | None = None) -> bool:
+        """Actions need the change permission; the form itself stays read-only."""
+        return obj is None and super().has_change_permission(request)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Session | None = None) -> bool:
+        """Deleting a session would delete its pending requests unanswered: end it instead."""
+        return False
+
+
+class AgeFilter(admin.SimpleListFilter):
+    """Requests by how long ago they arrived."""
+
+    title = "age"
+    parameter_name = "age"
+    bands: dict[str, tuple[float | None, float | None]] = {
+        "1m": (None, 60),
+        "10m": (60, 600),
+        "1h": (600, 3600),
+        "older": (3600, None),
+    }
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [
+            ("1m", "under a minute"),
+            ("10m", "1 to 10 minutes"),
+            ("1h", "10 minutes to an hour"),
+            ("older", "over an hour"),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        band = self.bands.get(str(self.value()))
+        if band is None:
+            return queryset
+        now = timezone.now()
+        younger, older = band
+        if younger is not None:
+            queryset = queryset.filter(created__lte=now - timedelta(seconds=younger))
+        if older is not None:
+            queryset = queryset.filter(created__gt=now - timedelta(seconds=older))
+        return queryset
+
+
+@admin.register(LedgerEntry)
+class LedgerEntryAdmin(LedgerEntryModelAdmin):
+    """The request ledger: pending requests first, the *abort* action, the live "Pending requests" page."""
+
+    list_display = (
+        "request",
+        "state",
+        "age",
+        "took",
+        "method",
+        "name",
+        "session_link",
+        "user",
+        "worker",
+        "deadline",
+    )
+    list_display_links = ("request",)
+    list_filter = ("state", "method", AgeFilter)
+    search_fields = ("request_key", "method", "session__id")
+    search_help_text = "Request id, method or session id."
+    readonly_fields = [f.name for f in LedgerEntry._meta.get_fields() if f.concrete]
+    list_select_related = ("user",)
+    actions = ["abort_requests"]
+    live_websocket_path = LIVE_PATH
+    """The live page's socket path: where the site routes :class:`.admin_live.consumer.LiveConsumer`."""
+
+    def get_ordering(self, request: HttpRequest) -> Any:
+        """Pending requests first, newest first within each group."""
+        pending_first = Case(When(state=State.PENDING, then=Value(0)), default=Value(1))
+        return [OrderBy(pending_first), "-created"]
+
+    def get_urls(self) -> list[URLPattern]:
+        info = self.opts.app_label, self.opts.model_name
+        page = LivePage(self, self.live_websocket_path)
+        wrap = self.admin_site.admin_view
+        return [
+            path("live/", wrap(page.page), name="{}_{}_live".format(*info)),
+            path("live/abort/", wrap(page.abort), name="{}_{}_live_abort".format(*info)),
+            *super().get_urls(),
+        ]
+
+    @admin.display(description="request id", ordering="request_key")
+    def request(self, obj: LedgerEntry) -> str:
+        return repr(obj.request_id)
+
+    @admin.display(description="age", ordering="-created")
+    def age(self, obj: LedgerEntry) -> str:
+        return _duration(timezone.now() - obj.created)
+
+    @admin.display(description="took")
+    def took(self, obj: LedgerEntry) -> str:
+        return _duration(obj.settled_at - obj.created) if obj.settled_at else "-"
+
+    @admin.display(description="session", ordering="session_id")
+    def session_link(self, obj: LedgerEntry) -> str:
+        if not obj.session_id:
+            return "-"
+        url = reverse(f"{self.admin_site.name}:mcp_server_session_change", args=[obj.session_id])
+        return format_html('<a href="{}">{}…</a>', url, obj.session_id[:12])
+
+    @admin.action(description="Abort selected requests (each answers -32003)", permissions=["change"])
+    def abort_requests(self, request: HttpRequest, queryset: QuerySet[LedgerEntry]) -> None:
+        pks = list(queryset.filter(state=State.PENDING).values_list("pk", flat=True))
+        aborted = abort_and_log(self, request, pks)
+        skipped = queryset.count() - len(aborted)
+        note = f"; {skipped} had already been settled" if skipped else ""
+        self.message_user(request, f"Aborted {len(aborted)} request(s){note}.", messages.SUCCESS)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: LedgerEntry | None = None) -> bool:
+        """Actions need the change permission; an entry itself is never edited."""
+        return obj is None and super().has_change_permission(request)
+
+    def has_delete_permission(self, request: HttpRequest, obj: LedgerEntry | None = None) -> bool:
+        """A deleted pending row would leave its request unanswered; settled rows are pruned by the ledger."""
         return False

@@ -14,8 +14,10 @@ from typing import Any
 
 from channels.auth import AuthMiddlewareStack
 from channels.routing import ProtocolTypeRouter, URLRouter
+from channels.security.websocket import AllowedHostsOriginValidator
 from django.urls import URLPattern, path, re_path
 
+from .admin_live.routing import live_urlpatterns
 from .registry.server import MCPServer, mcp
 from .transports.consumer import MCPConsumer
 from .transports.shutdown import LifespanApp
@@ -46,10 +48,14 @@ def mcp_urlpatterns(servers: Mapping[str, MCPServer] | None = None) -> list[URLP
 
 
 def mcp_application(django_app: Any, servers: Mapping[str, MCPServer] | None = None) -> ProtocolTypeRouter:
-    """A ``ProtocolTypeRouter`` that serves the MCP endpoints and hands every other request to Django."""
+    """A ``ProtocolTypeRouter`` that serves the MCP endpoints and hands every other request to Django.
+
+    WebSockets: the admin's live page of pending requests (staff only, same-origin only).
+    """
     return ProtocolTypeRouter(
         {
             "http": URLRouter([*mcp_urlpatterns(servers), re_path(r"", django_app)]),
+            "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(live_urlpatterns()))),
             "lifespan": LifespanApp(),
         },
     )

@@ -1,11 +1,19 @@
 """ASGI entry point: the MCP endpoint at /mcp, everything else served by Django."""
 
 import os
+from typing import Any
 
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-django_application = get_asgi_application()
+django_application: Any = get_asgi_application()
+
+from django.conf import settings  # noqa: E402
+
+if settings.DEBUG:  # static files (the admin's CSS and JS) under ``daphne``, as ``runserver`` serves them
+    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+
+    django_application = ASGIStaticFilesHandler(django_application)
 
 from mcp_server.routing import mcp_application  # noqa: E402  (after Django is set up)
 

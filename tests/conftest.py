@@ -46,3 +46,9 @@ def _live_server_helper() -> None:
 def live_server(start: Callable[..., LiveServer]) -> LiveServer:
     """The default live server (``auto`` mode, small limits for the HTTP-rule tests)."""
     return start({"MAX_REQUEST_BYTES": 65536})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "browser: drives headless Chromium with Playwright (Debian's chromium)"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -104,3 +105,29 @@ async def test_prune_removes_only_old_settled_entries(ledger: Ledger, session_id
     assert await ledger.aprune(timezone.now() + timedelta(seconds=1)) == 1
     assert await ledger.aget(settled) is None
     assert [r.pk for r in await ledger.apending(session_id)] == [pending.pk]
+
+
+async def test_cache_listing_never_skips_a_record_still_being_opened() -> None:
+    caches["default"].clear()
+    ledger = CacheLedger({"RETENTION": 60, "LEASE_TIMEOUT": 30})
+    first = await ledger.aopen(record(None, 1))
+    await ledger.asettle(first, State.ANSWERED, None)
+    drawn = ledger._next_pk()  # a worker drew this pk and has not written the record yet
+    assert await ledger.apending() == []
+    late = record(None, 2)
+    late.pk = drawn
+    ledger.cache.set(ledger._k("e", drawn), dataclasses.asdict(late), None)
+    assert [r.pk for r in await ledger.apending()] == [drawn]
+
+
+async def test_cache_listing_passes_a_gap_left_by_a_dead_worker() -> None:
+    caches["default"].clear()
+    ledger = CacheLedger({"RETENTION": 60, "LEASE_TIMEOUT": 0.05})
+    gap = ledger._next_pk()  # drawn by a worker that died before writing the record
+    assert await ledger.apending() == []
+    assert not ledger._dead_gap(gap)
+    await asyncio.sleep(0.06)  # the lease the dead worker had
+    assert ledger._dead_gap(gap)
+    after = await ledger.aopen(record(None, 3))
+    assert [r.pk for r in await ledger.apending()] == [after.pk]
+    assert ledger.cache.get(ledger._k("plow")) == after.pk

@@ -4,7 +4,9 @@ Layout under ``mcp:ledger:``: ``seq`` (a counter, the record's pk), ``e:<pk>`` (
 ``k:<session>:<request>`` (the pending pk of a request id: ``add`` rejects duplicates), ``s:<pk>`` (the
 settlement: ``add`` is the compare-and-set), ``w:<worker>`` (a worker's lease, renewed while it lives),
 ``low`` (the oldest pk still stored; pruning moves it forward), ``plow`` (the oldest pk that may still be
-pending; listing moves it forward, so listing costs what is pending, not what was ever served).
+pending; listing moves it forward, so listing costs what is pending, not what was ever served),
+``g:<pk>`` (when a drawn pk was first seen without its record: after ``LEASE_TIMEOUT`` it is a dead gap,
+left by a worker that died between drawing the pk and writing the record).
 
 Each operation runs its few cache calls in one hop to a worker thread (``thread_sensitive=False``), so the
 ledger neither blocks the event loop nor queues behind the ORM's single thread. The cache client must be
@@ -95,21 +97,37 @@ class CacheLedger(Ledger):
         return record if record is not None and record.state == State.PENDING else None
 
     def _pending(self, session_id: str | None, limit: int | None) -> list[LedgerRecord]:
-        low = int(self.cache.get(self._k("plow")) or 1)
+        pruned_below = int(self.cache.get(self._k("low")) or 1)
+        low = max(int(self.cache.get(self._k("plow")) or 1), pruned_below)
         high = int(self.cache.get(self._k("seq")) or 0)
         pending: list[LedgerRecord] = []
+        watermark: int | None = None  # the first pk not known to be settled
         for start in range(low, high + 1, CHUNK):
             pks = range(start, min(start + CHUNK, high + 1))
             found = self.cache.get_many([self._k("e", pk) for pk in pks] + [self._k("s", pk) for pk in pks])
             for pk in pks:
+                if found.get(self._k("s", pk)) is not None:
+                    continue
                 stored = found.get(self._k("e", pk))
-                if stored is not None and found.get(self._k("s", pk)) is None:
+                if stored is None and self._dead_gap(pk):
+                    continue
+                # Unsettled: pending, or its record is still being written by ``_open``.
+                watermark = pk if watermark is None else watermark
+                if stored is not None:
                     pending.append(LedgerRecord(**stored))
-        first_pending = int(pending[0].pk) if pending else high + 1
-        if first_pending > low:  # records only ever leave pending, so this stays a valid lower bound
-            self.cache.set(self._k("plow"), first_pending, None)
+        first_unsettled = watermark if watermark is not None else high + 1
+        if first_unsettled > low:  # records only ever become settled, so this stays a valid lower bound
+            self.cache.set(self._k("plow"), first_unsettled, None)
         mine = [r for r in pending if session_id is None or r.session_id == session_id]
         return mine[:limit] if limit is not None else mine
+
+    def _dead_gap(self, pk: int) -> bool:
+        """Whether a pk with no record was drawn so long ago that its ``_open`` can no longer finish."""
+        lease = float(self.options.get("LEASE_TIMEOUT", 30))
+        now = timezone.now().timestamp()
+        self.cache.add(self._k("g", pk), now, lease * 4)
+        first_seen = self.cache.get(self._k("g", pk))
+        return first_seen is not None and now - float(first_seen) > lease
 
     def _expired(self, now: datetime, limit: int) -> list[LedgerRecord]:
         pending = self._pending(None, None)
@@ -132,6 +150,9 @@ class CacheLedger(Ledger):
             doomed: list[str] = []
             for n in pks:
                 stored = found.get(self._k("e", n))
+                if stored is None and found.get(self._k("s", n)) is None and not self._dead_gap(n):
+                    blocked = True  # drawn but not yet written by ``_open``
+                    break
                 if stored is not None:
                     settled_at = stored.get("settled_at")
                     if (

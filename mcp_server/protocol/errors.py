@@ -21,6 +21,7 @@ __all__ = [
     "INVALID_REQUEST",
     "METHOD_NOT_FOUND",
     "PARSE_ERROR",
+    "REQUEST_ABORTED",
     "REQUEST_TIMEOUT",
     "RESOURCE_NOT_FOUND",
     "JSONRPCError",
@@ -30,6 +31,14 @@ __all__ = [
 
 RESOURCE_NOT_FOUND = -32002
 """Handshake-era code for ``resources/read`` of an unknown URI."""
+
+REQUEST_ABORTED = -32003
+"""An operator aborted the request in the admin ("Request aborted by an operator").
+
+Chosen in JSON-RPC's implementation-defined server-error band (-32000 to -32099), next to the SDK
+conventions -32000 (connection closed) and -32001 (request timed out) and the handshake era's -32002
+(resource not found). The request's session stays open; only that request ends.
+"""
 
 
 class JSONRPCError(Exception):
