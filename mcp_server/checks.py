@@ -69,3 +69,25 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         )
     return messages
+
+
+@register(Tags.compatibility)
+def check_redis_channel_layer(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """W002: a channels-redis layer whose hosts keep redis-py's default read timeout."""
+    alias = MCPSettings.from_django().CHANNEL_LAYER
+    layer = (getattr(settings, "CHANNEL_LAYERS", {}) or {}).get(alias) or {}
+    if "channels_redis" not in str(layer.get("BACKEND", "")):
+        return []
+    hosts = (layer.get("CONFIG") or {}).get("hosts") or []
+    if all(isinstance(host, dict) and "socket_timeout" in host for host in hosts):
+        return []
+    return [
+        Warning(
+            f"CHANNEL_LAYERS[{alias!r}] uses channels-redis without 'socket_timeout' on its hosts.",
+            hint=(
+                "redis-py's default read timeout can end the blocking receive of an idle consumer (a slow "
+                "tool's POST, a quiet GET stream); give each host as a dict with 'socket_timeout': None."
+            ),
+            id="mcp_server.W002",
+        )
+    ]
