@@ -12,9 +12,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..protocol.context import Context, SessionState
-from ..protocol.errors import CONNECTION_CLOSED, INVALID_REQUEST, JSONRPCError
-from ..protocol.guarantee import answer, deadline_for, name_of
-from ..protocol.inflight import CLOSED, PENDING, InFlight, inflight
+from ..protocol.errors import INVALID_REQUEST, JSONRPCError
+from ..protocol.inflight import PENDING, InFlight
 from ..protocol.jsonrpc import (
     IncomingMessage,
     JSONRPCRequest,
@@ -23,6 +22,7 @@ from ..protocol.jsonrpc import (
 )
 from ..protocol.notifications import handle_client_message
 from ..protocol.outbound import aremember_route, outbound
+from ..protocol.serving import start_request
 from ..registry.server import MCPServer
 from . import sse
 
@@ -116,35 +116,13 @@ class PostExchange:
             request=self.request,
             user=self.user,
         )
-        timeout = deadline_for(ctx)
         try:
-            entry = await inflight.open(
-                self.session.id,
-                message.id,
-                message.method,
-                self._deliver,
-                name=name_of(message.method, ctx.params),
-                user_id=getattr(self.user, "pk", None),
-                channel=self.channel,
-                seconds=timeout,
-            )
+            entry = await start_request(ctx, self._deliver, channel=self.channel)
         except JSONRPCError as exc:
             self.queue.put_nowait(("message", error_response(message.id, exc)))
             return 0
         peer.entry = entry
-        entry.task = asyncio.create_task(
-            self._serve(entry, ctx, timeout), name=f"mcp {message.method} {message.id!r}"
-        )
         return 1
-
-    async def _serve(self, entry: InFlight, ctx: Context, seconds: float | None) -> None:
-        try:
-            response, state = await answer(ctx, seconds)
-        except asyncio.CancelledError:
-            error = JSONRPCError(CONNECTION_CLOSED, "Connection closed: request task cancelled")
-            await inflight.settle(entry, CLOSED, error_response(entry.request_id, error))
-            raise
-        await inflight.settle(entry, state, response)
 
     async def _deliver(self, entry: InFlight, response: dict[str, Any] | None) -> None:
         if response is not None:

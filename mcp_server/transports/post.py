@@ -5,12 +5,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from mcp_types.methods import parse_client_request, serialize_server_result
-from pydantic import ValidationError
-
 from ..conf import mcp_settings
-from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, JSONRPCError
-from ..protocol.inflight import ANSWERED, InFlight, inflight
+from ..protocol.errors import JSONRPCError
 from ..protocol.jsonrpc import (
     IncomingMessage,
     JSONRPCRequest,
@@ -18,11 +14,8 @@ from ..protocol.jsonrpc import (
     dumps,
     error_response,
     parse_message,
-    result_response,
 )
-from ..protocol.lifecycle import initialize_result
-from ..protocol.versions import negotiate
-from ..sessions import acreate_session
+from ..protocol.serving import answer_initialize
 from . import sse
 from .rules import Headers, HTTPProblem, accepts, is_json_content_type
 
@@ -34,10 +27,6 @@ __all__ = ["HANDSHAKE_HEADER", "parse_post", "serve_initialize"]
 logger = logging.getLogger("mcp_server.http")
 
 HANDSHAKE_HEADER = "mcp-protocol-version"
-
-
-async def _sent_inline(entry: InFlight, response: dict[str, Any] | None) -> None:
-    """``initialize`` is answered inline by :func:`serve_initialize`; the ledger only records it."""
 
 
 def parse_post(
@@ -77,34 +66,10 @@ async def serve_initialize(
     consumer: MCPConsumer, message: JSONRPCRequest, *, user: Any, request: Any
 ) -> None:
     """Negotiate the revision, store the session and answer with its ``Mcp-Session-Id``."""
-    params = message.params or {}
-    version = negotiate(params.get("protocolVersion"))
-    extra: list[tuple[bytes, bytes]] = []
-    entry = None
-    try:
-        parse_client_request("initialize", version, params)
-        session_id = None
-        if not mcp_settings.STATELESS:
-            session = await acreate_session(
-                server=consumer.server.name, protocol_version=version, params=params, user=user
-            )
-            session_id = session.id
-            extra.append((b"mcp-session-id", session.id.encode()))
-        entry = await inflight.open(
-            session_id, message.id, "initialize", _sent_inline, user_id=getattr(user, "pk", None)
-        )
-        result = serialize_server_result("initialize", version, initialize_result(consumer.server, params))
-        response = result_response(message.id, result)
-    except ValidationError as exc:
-        error = JSONRPCError(INVALID_PARAMS, f"Invalid params for initialize: {exc.errors()[0]['msg']}")
-        response = error_response(message.id, error)
-    except Exception:
-        logger.exception("initialize failed")
-        response = error_response(
-            message.id, JSONRPCError(INTERNAL_ERROR, "Internal error during initialize")
-        )
-    if entry is not None:
-        await inflight.settle(entry, ANSWERED, response)
+    response, session = await answer_initialize(
+        consumer.server, message, user=user, stateless=mcp_settings.STATELESS
+    )
+    extra = [(b"mcp-session-id", session.id.encode())] if session is not None else []
     if mcp_settings.RESPONSE_MODE == "sse":
         await consumer.send(
             {"type": "http.response.start", "status": 200, "headers": sse.SSE_HEADERS + extra}

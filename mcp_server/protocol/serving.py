@@ -1,0 +1,107 @@
+"""Serving requests whatever the transport: ``initialize`` (opens a session) and any other request under the
+reply guarantee, recorded in the ledger. The HTTP exchange and the stdio loop both go through here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from mcp_types.methods import parse_client_request, serialize_server_result
+from pydantic import ValidationError
+
+from .context import Context
+from .errors import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, JSONRPCError
+from .guarantee import answer, deadline_for, name_of
+from .inflight import ANSWERED, CLOSED, Deliver, InFlight, inflight
+from .jsonrpc import JSONRPCRequest, error_response, result_response
+from .lifecycle import initialize_result
+from .versions import negotiate
+
+if TYPE_CHECKING:
+    from ..models import Session
+    from ..registry.server import MCPServer
+
+__all__ = ["answer_initialize", "serve_request", "start_request"]
+
+logger = logging.getLogger("mcp_server.requests")
+
+
+async def _sent_inline(entry: InFlight, response: dict[str, Any] | None) -> None:
+    """``initialize`` is answered by its caller; the ledger only records it."""
+
+
+async def answer_initialize(
+    server: MCPServer, message: JSONRPCRequest, *, user: Any, transport: str = "http", stateless: bool = False
+) -> tuple[dict[str, Any], Session | None]:
+    """Negotiate the revision, store the session (unless ``stateless``) and record ``initialize``.
+
+    Returns the response and the new session (``None`` when stateless or when it could not be stored).
+    """
+    from ..sessions import acreate_session
+
+    params = message.params or {}
+    version = negotiate(params.get("protocolVersion"))
+    session: Session | None = None
+    entry = None
+    try:
+        parse_client_request("initialize", version, params)
+        if not stateless:
+            session = await acreate_session(
+                server=server.name, protocol_version=version, params=params, user=user, transport=transport
+            )
+        entry = await inflight.open(
+            session.id if session is not None else None,
+            message.id,
+            "initialize",
+            _sent_inline,
+            user_id=getattr(user, "pk", None),
+        )
+        result = serialize_server_result("initialize", version, initialize_result(server, params))
+        response = result_response(message.id, result)
+    except ValidationError as exc:
+        error = JSONRPCError(INVALID_PARAMS, f"Invalid params for initialize: {exc.errors()[0]['msg']}")
+        response = error_response(message.id, error)
+    except Exception:
+        logger.exception("initialize failed")
+        response = error_response(
+            message.id, JSONRPCError(INTERNAL_ERROR, "Internal error during initialize")
+        )
+    if entry is not None:
+        await inflight.settle(entry, ANSWERED, response)
+    return response, session
+
+
+async def start_request(ctx: Context, deliver: Deliver, *, channel: str = "") -> InFlight:
+    """Record ``ctx``'s request in the ledger and serve it in its own task; its answer goes to ``deliver``.
+
+    Raises ``JSONRPCError`` (-32600) when the id is already in flight in the session. The task starts at the
+    caller's next ``await``, so the caller may still attach the entry to its peer.
+    """
+    seconds = deadline_for(ctx)
+    entry = await inflight.open(
+        ctx.session.id,
+        ctx.request_id,
+        ctx.method,
+        deliver,
+        name=name_of(ctx.method, ctx.params),
+        user_id=getattr(ctx.user, "pk", None),
+        channel=channel,
+        seconds=seconds,
+    )
+    entry.task = asyncio.create_task(
+        serve_request(entry, ctx, seconds), name=f"mcp {ctx.method} {ctx.request_id!r}"
+    )
+    return entry
+
+
+async def serve_request(entry: InFlight, ctx: Context, seconds: float | None) -> None:
+    """Run the request under the reply guarantee and settle it (a cancelled task settles -32000)."""
+    try:
+        response, state = await answer(ctx, seconds)
+    except asyncio.CancelledError:
+        error = JSONRPCError(CONNECTION_CLOSED, "Connection closed: request task cancelled")
+        await inflight.settle(entry, CLOSED, error_response(entry.request_id, error))
+        raise
+    await inflight.settle(entry, state, response)
