@@ -1,0 +1,390 @@
+"""The stdio transport: one MCP session over a pair of pipes, newline-delimited JSON-RPC (UTF-8).
+
+A thread reads the input and hands complete lines to the event loop; each request is recorded in the
+ledger and served in its own task under the reply guarantee (as over HTTP); a single writer puts one
+compact JSON message per line on the output. End of input, or :meth:`StdioSession.stop` (SIGTERM),
+lets in-flight requests finish for ``SHUTDOWN_GRACE`` seconds, then answers the rest with -32000.
+
+When a channel layer is configured the session also listens on a channel of its own: settlements decided
+by another process (an operator's abort) and server-initiated notifications (``list_changed``,
+``resources/updated``) reach it there, and the session's end in another process stops it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import IO, Any
+
+from channels.layers import get_channel_layer
+from django.utils import timezone
+
+from ..conf import mcp_settings
+from ..models import Session
+from ..protocol.context import Context, SessionState
+from ..protocol.errors import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, JSONRPCError
+from ..protocol.inflight import CLOSED, PENDING, InFlight, closed_response, inflight
+from ..protocol.jsonrpc import (
+    JSONRPCRequest,
+    JSONRPCResponse,
+    WireError,
+    decode_body,
+    dumps,
+    error_response,
+    parse_message,
+    result_response,
+)
+from ..protocol.notifications import handle_client_message
+from ..protocol.outbound import outbound
+from ..protocol.serving import answer_initialize, start_request
+from ..registry.server import MCPServer
+from ..sessions import TOUCH_EVERY, aend_session, state_of
+from .signals import session_group
+
+__all__ = ["EOF", "TOO_LONG", "LineWriter", "Marker", "StdioSession", "read_lines"]
+
+logger = logging.getLogger("mcp_server.stdio")
+
+
+class Marker(enum.Enum):
+    """Items of the line queue besides lines."""
+
+    EOF = "end of input"
+    TOO_LONG = "a line longer than the limit"
+
+
+EOF = Marker.EOF
+TOO_LONG = Marker.TOO_LONG
+Line = bytes | Marker
+
+
+def read_lines(fd: int, loop: asyncio.AbstractEventLoop, limit: int) -> asyncio.Queue[Line]:
+    """Read ``fd`` in a daemon thread; complete lines (without the newline) arrive on the returned queue.
+
+    The queue is bounded, so a client that writes faster than the server reads is held back by the pipe.
+    A line longer than ``limit`` bytes is discarded and reported as ``TOO_LONG``; end of input as ``EOF``.
+    """
+    queue: asyncio.Queue[Line] = asyncio.Queue(maxsize=64)
+
+    def put(item: Line) -> bool:
+        try:
+            asyncio.run_coroutine_threadsafe(queue.put(item), loop).result()
+        except (RuntimeError, asyncio.CancelledError):  # the loop has gone away
+            return False
+        return True
+
+    def pump() -> None:
+        buffer = bytearray()
+        skipping = False
+        try:
+            while chunk := os.read(fd, 65536):
+                buffer += chunk
+                while (end := buffer.find(b"\n")) >= 0:
+                    line, buffer = bytes(buffer[:end]), buffer[end + 1 :]
+                    if skipping:
+                        skipping = False
+                    elif line.strip() and not put(line if len(line) <= limit else TOO_LONG):
+                        return
+                if len(buffer) > limit:
+                    buffer.clear()
+                    if not skipping and not put(TOO_LONG):
+                        return
+                    skipping = True
+        except OSError as exc:
+            logger.warning("reading the protocol input failed: %s", exc)
+        if buffer.strip() and not skipping and not put(bytes(buffer)):
+            return
+        put(EOF)
+
+    threading.Thread(target=pump, name="mcp-stdin", daemon=True).start()
+    return queue
+
+
+class LineWriter:
+    """Writes one compact JSON message per line, one message at a time, off the event loop."""
+
+    def __init__(self, output: IO[bytes]) -> None:
+        self.output = output
+        self.broken = False
+        self._lock = asyncio.Lock()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-stdout")
+
+    async def write(self, message: dict[str, Any]) -> bool:
+        """Send ``message``; ``False`` when the output is gone (the client stopped reading)."""
+        data = dumps(message) + b"\n"
+        async with self._lock:
+            if self.broken:
+                return False
+            try:
+                await asyncio.get_running_loop().run_in_executor(self._executor, self._write, data)
+            except (OSError, ValueError) as exc:
+                self.broken = True
+                logger.warning("the protocol output is gone (%s); further messages are dropped", exc)
+                return False
+        return True
+
+    def _write(self, data: bytes) -> None:
+        self.output.write(data)
+        self.output.flush()
+
+    def close(self) -> None:
+        """Release the writer thread (a write stuck on a full pipe is abandoned)."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+class _StdioPeer:
+    """Where one request's related messages go: the session's output, while the request is pending."""
+
+    def __init__(self, session: StdioSession) -> None:
+        self.session = session
+        self.entry: InFlight | None = None
+
+    async def notify(self, message: dict[str, Any]) -> None:
+        if self.entry is not None and self.entry.state == PENDING:
+            await self.session.writer.write(message)
+
+    async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        assert self.session.state is not None
+        session_id = self.session.state.id
+        request_id, future = outbound.new(session_id)
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        try:
+            if not await self.session.writer.write(message):
+                raise JSONRPCError(CONNECTION_CLOSED, "Connection closed: the client stopped reading")
+            return await future
+        finally:
+            outbound.discard(session_id, request_id)
+
+
+class StdioSession:
+    """One client on a pair of pipes, from ``initialize`` to the end of its input."""
+
+    def __init__(
+        self, server: MCPServer, *, input_fd: int, output: IO[bytes], user: Any = None, grace: float = 5.0
+    ) -> None:
+        self.server = server
+        self.input_fd = input_fd
+        self.user = user
+        self.grace = grace
+        self.writer = LineWriter(output)
+        self.state: SessionState | None = None
+        self.channel = ""
+        self.open: set[InFlight] = set()
+        self.stop_reason: str | None = None
+        self._stopping = asyncio.Event()
+        self._hurry = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._touched = timezone.now()
+
+    def stop(self, reason: str = "server shutting down") -> None:
+        """Stop reading and wind down (SIGTERM); a second call ends the grace period at once."""
+        if self._stopping.is_set():
+            self._hurry.set()
+            return
+        self.stop_reason = reason
+        self._stopping.set()
+
+    async def run(self) -> str:
+        """Serve until end of input or :meth:`stop`; every request is settled on return. Returns why."""
+        layer = get_channel_layer(mcp_settings.CHANNEL_LAYER)
+        receiver: asyncio.Task[None] | None = None
+        if layer is not None:
+            try:
+                self.channel = await layer.new_channel()
+            except Exception:
+                logger.exception(
+                    "no channel layer: settlements and notifications from other processes are lost"
+                )
+                layer = None
+            else:
+                receiver = asyncio.create_task(self._receive(layer), name="mcp stdio channel")
+        lines = read_lines(self.input_fd, asyncio.get_running_loop(), int(mcp_settings.MAX_REQUEST_BYTES))
+        try:
+            while (line := await self._next(lines)) is not EOF:
+                await self._handle_line(line)
+        finally:
+            reason = self.stop_reason or "stdin closed"
+            self._stopping.set()  # from now on, stop() ends the grace period
+            await self._wind_down(reason)
+            if receiver is not None:
+                receiver.cancel()
+                await asyncio.gather(receiver, return_exceptions=True)
+            if layer is not None and self.state is not None and self.state.id is not None:
+                with contextlib.suppress(Exception):
+                    await layer.group_discard(session_group(self.state.id), self.channel)
+            self.writer.close()
+        return reason
+
+    async def _next(self, lines: asyncio.Queue[Line]) -> Line:
+        """The next line, or ``EOF`` once :meth:`stop` is called (a line already read is still served)."""
+        if self._stopping.is_set():
+            return EOF
+        getting = asyncio.ensure_future(lines.get())
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        await asyncio.wait({getting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if getting.done():
+            return getting.result()
+        getting.cancel()
+        return EOF
+
+    # -- incoming messages -----------------------------------------------------------------------------
+
+    async def _handle_line(self, line: Line) -> None:
+        if isinstance(line, Marker):
+            limit = mcp_settings.MAX_REQUEST_BYTES
+            error = JSONRPCError(INVALID_REQUEST, f"Invalid request: message longer than {limit} bytes")
+            await self.writer.write(error_response(None, error))
+            return
+        payload: Any = None
+        try:
+            payload = decode_body(line)
+            if isinstance(payload, list):
+                raise JSONRPCError(INVALID_REQUEST, "Invalid request: batches are not supported on stdio")
+            message = parse_message(payload)
+        except JSONRPCError as exc:
+            item_id = payload.get("id") if isinstance(payload, dict) else None
+            await self.writer.write(error_response(item_id if isinstance(item_id, str | int) else None, exc))
+            return
+        await self._touch()
+        try:
+            if isinstance(message, JSONRPCRequest):
+                await self._request(message)
+            elif self.state is not None:
+                await handle_client_message(self.state, message)
+            else:
+                logger.debug("%s before initialize ignored", type(message).__name__)
+        except Exception:  # _request answers or opens an entry; when it raises, it did neither
+            logger.exception("could not act on a %s", type(message).__name__)
+            if isinstance(message, JSONRPCRequest):
+                error = JSONRPCError(INTERNAL_ERROR, f"Internal error while handling {message.method}")
+                await self.writer.write(error_response(message.id, error))
+
+    async def _request(self, message: JSONRPCRequest) -> None:
+        if message.method == "initialize":
+            await self._initialize(message)
+            return
+        if self.state is None:
+            if message.method == "ping":
+                await self.writer.write(result_response(message.id, {}))
+            else:
+                error = JSONRPCError(INVALID_REQUEST, "Invalid request: send initialize first")
+                await self.writer.write(error_response(message.id, error))
+            return
+        peer = _StdioPeer(self)
+        ctx = Context(
+            server=self.server,
+            session=self.state,
+            request_id=message.id,
+            method=message.method,
+            params=message.params or {},
+            peer=peer,
+            user=self.user,
+        )
+        try:
+            entry = await start_request(ctx, self._deliver, channel=self.channel)
+        except JSONRPCError as exc:
+            await self.writer.write(error_response(message.id, exc))
+            return
+        peer.entry = entry
+        self.open.add(entry)
+        self._idle.clear()
+
+    async def _initialize(self, message: JSONRPCRequest) -> None:
+        if self.state is not None:
+            error = JSONRPCError(INVALID_REQUEST, "Invalid request: the session is already initialized")
+            await self.writer.write(error_response(message.id, error))
+            return
+        response, session = await answer_initialize(self.server, message, user=self.user, transport="stdio")
+        if session is not None and "result" in response:
+            self.state = state_of(session)
+            layer = get_channel_layer(mcp_settings.CHANNEL_LAYER)
+            if layer is not None and self.channel:
+                try:
+                    await layer.group_add(session_group(session.id), self.channel)
+                except Exception:
+                    logger.exception("server-initiated notifications will not reach this session")
+            logger.info("stdio session %s opened by %s", session.id, session.client_name or "a client")
+        await self.writer.write(response)
+
+    async def _deliver(self, entry: InFlight, response: dict[str, Any] | None) -> None:
+        """The one way a response leaves: called once per request by the settlement that wins."""
+        if response is not None:
+            await self.writer.write(response)
+        self.open.discard(entry)
+        if not self.open:
+            self._idle.set()
+
+    async def _touch(self) -> None:
+        """Keep ``last_seen`` roughly current for the admin (written at most every ``TOUCH_EVERY``)."""
+        now = timezone.now()
+        if self.state is not None and self.state.id is not None and now - self._touched > TOUCH_EVERY:
+            self._touched = now
+            try:
+                await Session.objects.filter(pk=self.state.id).aupdate(last_seen=now)
+            except Exception:
+                logger.exception("could not update last_seen")
+
+    # -- other processes ---------------------------------------------------------------------------------
+
+    async def _receive(self, layer: Any) -> None:
+        """Messages for this session from any process, over the channel layer."""
+        while True:
+            try:
+                message = await layer.receive(self.channel)
+            except Exception:
+                logger.exception("channel layer receive failed; retrying in 1s")
+                await asyncio.sleep(1.0)
+                continue
+            kind = message.get("type")
+            try:
+                if kind == "mcp.settled":
+                    await inflight.finish_remote(
+                        message["session_id"], message["key"], message["state"], message["response"]
+                    )
+                elif kind == "mcp.answer":
+                    answer = parse_message(message["message"])
+                    if isinstance(answer, JSONRPCResponse | WireError):
+                        outbound.resolve(message["session_id"], answer)
+                elif kind == "mcp.message":
+                    await self.writer.write(message["message"])
+                elif kind == "mcp.session.closed" and not self._stopping.is_set():
+                    logger.warning("the session was ended elsewhere: %s", message.get("reason", ""))
+                    self.stop(str(message.get("reason") or "session ended"))
+            except Exception:
+                logger.exception("could not act on %s", kind)
+
+    # -- the end -----------------------------------------------------------------------------------------
+
+    async def _wind_down(self, reason: str) -> None:
+        """Let in-flight requests finish within the grace period, then answer the rest with -32000."""
+        if self.open:
+            logger.info("%s: waiting up to %.1fs for %d requests", reason, self.grace, len(self.open))
+            hurry = asyncio.ensure_future(self._hurry.wait())
+            idle = asyncio.ensure_future(self._idle.wait())
+            await asyncio.wait({hurry, idle}, timeout=self.grace, return_when=asyncio.FIRST_COMPLETED)
+            hurry.cancel()
+            idle.cancel()
+        tasks = [entry.task for entry in self.open if entry.task is not None]
+        if self.state is not None and self.state.id is not None:
+            try:
+                await aend_session(self.state.id, reason)
+            except Exception:
+                logger.exception("could not end session %s", self.state.id)
+        for entry in list(self.open):  # whatever the ledger could not reach
+            response = closed_response(entry.request_id, reason)
+            try:
+                await inflight.settle(entry, CLOSED, response)
+            except Exception:  # the ledger is out of reach: answer all the same
+                logger.exception("could not settle %r in the ledger", entry.request_id)
+                await self._deliver(entry, response)
+        if tasks:
+            await asyncio.wait(tasks, timeout=1.0)
