@@ -1,0 +1,1 @@
+"""Handlers for the stdio tests only (installed by ``tests.stdio_settings``)."""

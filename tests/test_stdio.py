@@ -1,0 +1,455 @@
+"""``manage.py mcp_stdio`` as a real subprocess: the official client's stdio transport, and raw pipes for
+what a well-behaved client never does (malformed lines, closing stdin with a request in flight, SIGTERM).
+
+No sleeps: every wait is for a line the server writes, or for its exit, under a timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from asyncio.subprocess import PIPE
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from tests.live import REDIS_URL as TEST_REDIS_URL
+from tests.live import ROOT, base_env, migrated_template, redis_namespace, services_problem
+
+TIMEOUT = 20.0
+COMMAND = ["manage.py", "mcp_stdio"]
+INITIALIZE = {
+    "protocolVersion": "2025-11-25",
+    "capabilities": {},
+    "clientInfo": {"name": "raw-stdio-tests", "version": "1.0"},
+}
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return migrated_template(tmp_path_factory.mktemp("stdio"))
+
+
+@pytest.fixture
+def database(template: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "db.sqlite3"
+    shutil.copy(template, copy)
+    return copy
+
+
+def stdio_env(database: Path, overrides: dict[str, Any] | None = None) -> dict[str, str]:
+    return base_env(database, overrides, DJANGO_SETTINGS_MODULE="tests.stdio_settings")
+
+
+def rows(database: Path, sql: str) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(database) as db:
+        return db.execute(sql).fetchall()
+
+
+def rpc(request_id: int | str, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def call(request_id: int, tool: str, **arguments: Any) -> dict[str, Any]:
+    return rpc(request_id, "tools/call", {"name": tool, "arguments": arguments})
+
+
+class RawStdio:
+    """The server on raw pipes: write lines, read lines, and keep every line stdout carried."""
+
+    def __init__(self, process: asyncio.subprocess.Process, stderr_path: Path) -> None:
+        self.process = process
+        self.stderr_path = stderr_path
+        self.lines: list[bytes] = []
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.lines]
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    async def send(self, message: dict[str, Any] | bytes) -> None:
+        assert self.process.stdin is not None
+        data = message if isinstance(message, bytes) else json.dumps(message).encode() + b"\n"
+        self.process.stdin.write(data)
+        await self.process.stdin.drain()
+
+    async def receive(self) -> dict[str, Any]:
+        """The next message on stdout; each must be one line of JSON."""
+        assert self.process.stdout is not None
+        line = await asyncio.wait_for(self.process.stdout.readline(), TIMEOUT)
+        assert line.endswith(b"\n"), f"stdout ended: {line!r}\nstderr:\n{self.stderr()}"
+        self.lines.append(line)
+        message = json.loads(line)
+        assert isinstance(message, dict)
+        return message
+
+    async def request(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Send a request and return its response (other messages on the way are kept in ``lines``)."""
+        await self.send(message)
+        while True:
+            received = await self.receive()
+            if received.get("id") == message["id"] and "method" not in received:
+                return received
+
+    async def initialize(self) -> None:
+        answer = await self.request(rpc(0, "initialize", INITIALIZE))
+        assert answer["result"]["protocolVersion"] == "2025-11-25"
+        await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    async def finish(self, *, close_stdin: bool = True) -> int:
+        """Close stdin (or not), read stdout to its end, and return the exit code."""
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
+        if close_stdin:
+            self.process.stdin.close()
+        async with asyncio.timeout(TIMEOUT):
+            while line := await self.process.stdout.readline():
+                self.lines.append(line)
+            code = await self.process.wait()
+        for line in self.lines:  # stdout carried protocol messages only, one per line
+            assert line.endswith(b"\n")
+            assert line.count(b"\n") == 1
+            assert isinstance(json.loads(line), dict)
+        return code
+
+
+@pytest.fixture
+async def start(database: Path, tmp_path: Path) -> AsyncIterator[Any]:
+    """Start ``mcp_stdio`` on raw pipes (killed at the end of the test if it is still running)."""
+    started: list[RawStdio] = []
+
+    async def _start(*args: str, overrides: dict[str, Any] | None = None) -> RawStdio:
+        stderr_path = tmp_path / f"stderr-{len(started)}.txt"
+        with stderr_path.open("wb") as stderr:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                *COMMAND,
+                *args,
+                cwd=ROOT,
+                env=stdio_env(database, overrides),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=stderr,
+            )
+        started.append(RawStdio(process, stderr_path))
+        return started[-1]
+
+    yield _start
+    for raw in started:
+        if raw.process.returncode is None:
+            raw.process.kill()
+            await raw.process.wait()
+
+
+# -- the official client --------------------------------------------------------------------------------
+
+
+def official(database: Path, *args: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable, args=[*COMMAND, *args], cwd=ROOT, env=stdio_env(database)
+    )
+
+
+async def test_official_client_lists_and_calls_tools(database: Path, tmp_path: Path) -> None:
+    errlog_path = tmp_path / "stderr.txt"
+    with errlog_path.open("w") as errlog:
+        async with Client(stdio_client(official(database), errlog=errlog)) as client:
+            assert client.protocol_version == "2025-11-25"
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert {"echo", "stdio_noisy", "search_books", "slow"} <= names
+            assert "stdio_staff_only" not in names  # anonymous
+            echoed = await client.call_tool("echo", {"text": "héllo ✓\nnext line"})
+            assert echoed.content[0].text == "héllo ✓\nnext line"
+            books = await client.call_tool("search_books", {"query": "Calvino"})
+            assert len(books.structured_content["result"]) == 2
+            noisy_result = await client.call_tool("stdio_noisy", {"text": "psst"})
+            assert not noisy_result.is_error
+
+            # A sync handler blocks a thread, not the reader: echo is answered while it runs.
+            async with anyio.create_task_group() as group:
+                blocked = anyio.Event()
+
+                async def block() -> None:
+                    await client.call_tool("blocking_sleep", {"seconds": 3})
+                    blocked.set()
+
+                group.start_soon(block)
+                assert (await client.call_tool("echo", {"text": "meanwhile"})).content[0].text == "meanwhile"
+                assert not blocked.is_set()
+
+    stderr = errlog_path.read_text()
+    for line in ("print: psst", "sys.__stdout__: psst", "fd 1: psst", "logged: psst"):
+        assert line in stderr  # the official client parsed stdout without a stray line, or this would fail
+    [(transport, client_name, end_reason)] = rows(
+        database, "select transport, client_name, end_reason from mcp_server_session"
+    )
+    assert (transport, end_reason) == ("stdio", "stdin closed")
+    assert client_name
+    ledger = rows(database, "select method, name, state from mcp_server_ledgerentry")
+    assert ("tools/call", "echo", "answered") in ledger
+    assert ("initialize", "", "answered") in ledger
+    assert not [row for row in ledger if row[2] == "pending"]
+
+
+async def test_official_client_cancel_stops_the_handler(database: Path) -> None:
+    async with Client(official(database)) as client:
+        in_flight = anyio.Event()
+
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
+            in_flight.set()
+
+        async with anyio.create_task_group() as group:
+
+            async def wait() -> None:
+                await client.call_tool("stdio_wait_for_cancel", {}, progress_callback=progress)
+
+            group.start_soon(wait)
+            with anyio.fail_after(TIMEOUT):
+                await in_flight.wait()
+            group.cancel_scope.cancel()  # the client sends notifications/cancelled
+        left = await client.call_tool("stdio_pending", {})
+        assert left.structured_content == {"result": []}
+    assert rows(
+        database, "select state from mcp_server_ledgerentry where name = 'stdio_wait_for_cancel'"
+    ) == [("cancelled",)]
+
+
+async def test_elicitation_travels_over_stdio(database: Path) -> None:
+    from mcp.client.context import ClientRequestContext
+    from mcp_types import ElicitRequestParams, ElicitResult
+
+    async def elicit(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
+        return ElicitResult(action="accept", content={"username": "ada", "email": "ada@example.com"})
+
+    async with Client(official(database), elicitation_callback=elicit) as client:
+        result = await client.call_tool("test_elicitation", {"message": "Who are you?"})
+    assert "ada@example.com" in result.content[0].text
+
+
+# -- raw pipes ------------------------------------------------------------------------------------------
+
+
+async def test_malformed_lines_are_answered_and_the_loop_goes_on(start: Any) -> None:
+    raw: RawStdio = await start()
+    await raw.initialize()
+    for bad in (b"this is not json\n", b'{"jsonrpc": "2.0", "id": 5, "method": "ping"\n', b"\xff\xfe{}\n"):
+        await raw.send(bad)
+        answer = await raw.receive()
+        assert answer["id"] is None
+        assert answer["error"]["code"] == -32700
+    await raw.send(b"\n   \n")  # blank lines are skipped, not answered
+    invalid = await raw.request({"jsonrpc": "2.0", "id": 6, "method": 6})
+    assert invalid["error"]["code"] == -32600
+    await raw.send(json.dumps([rpc(7, "ping")]).encode() + b"\n")
+    batch = await raw.receive()
+    assert batch["error"]["code"] == -32600
+    assert await raw.request(rpc(8, "ping")) == {"jsonrpc": "2.0", "id": 8, "result": {}}
+    assert await raw.finish() == 0
+    assert len(raw.lines) == 7  # initialize, three parse errors, -32600, batch error, ping: nothing else
+
+
+async def test_requests_before_initialize_are_refused(start: Any) -> None:
+    raw: RawStdio = await start()
+    assert (await raw.request(rpc(1, "ping")))["result"] == {}
+    assert (await raw.request(rpc(2, "tools/list")))["error"]["code"] == -32600
+    await raw.initialize()
+    assert "tools" in (await raw.request(rpc(3, "tools/list")))["result"]
+    again = await raw.request(rpc(4, "initialize", INITIALIZE))
+    assert again["error"]["code"] == -32600
+    assert await raw.finish() == 0
+
+
+async def test_end_of_stdin_answers_a_slow_request_minus_32000(start: Any, database: Path) -> None:
+    raw: RawStdio = await start(overrides={"SHUTDOWN_GRACE": 0.5})
+    await raw.initialize()
+    await raw.send(call(2, "slow", seconds=600))
+    pending = await raw.request(call(3, "stdio_pending"))
+    assert pending["result"]["structuredContent"] == {"result": ["2"]}
+    started = time.monotonic()
+    assert await raw.finish() == 0
+    assert time.monotonic() - started < TIMEOUT
+    [closed] = [m for m in raw.messages if m.get("id") == 2]
+    assert closed["error"] == {"code": -32000, "message": "Connection closed: stdin closed"}
+    assert rows(database, "select state from mcp_server_ledgerentry where name = 'slow'") == [("closed",)]
+    assert rows(database, "select end_reason from mcp_server_session") == [("stdin closed",)]
+
+
+async def test_end_of_stdin_lets_a_request_finish_within_the_grace(start: Any) -> None:
+    raw: RawStdio = await start(overrides={"SHUTDOWN_GRACE": 60})
+    await raw.initialize()
+    await raw.send(call(2, "slow", seconds=0.5))
+    started = time.monotonic()
+    assert await raw.finish() == 0
+    assert time.monotonic() - started < 30  # it did not wait out the whole grace
+    [answered] = [m for m in raw.messages if m.get("id") == 2]
+    assert answered["result"]["content"] == [{"type": "text", "text": "slept 0.5"}]
+
+
+async def test_a_blocked_sync_handler_does_not_hold_the_exit(start: Any) -> None:
+    raw: RawStdio = await start(overrides={"SHUTDOWN_GRACE": 0.5})
+    await raw.initialize()
+    await raw.send(call(2, "blocking_sleep", seconds=600))
+    assert (await raw.request(call(3, "stdio_pending")))["result"]["structuredContent"]["result"] == ["2"]
+    assert await raw.finish() == 0  # within TIMEOUT, although the handler's thread sleeps on
+    [closed] = [m for m in raw.messages if m.get("id") == 2]
+    assert closed["error"]["code"] == -32000
+    assert "exiting without them" in raw.stderr()
+
+
+async def test_sigterm_settles_in_flight_requests_and_exits_zero(start: Any) -> None:
+    raw: RawStdio = await start(overrides={"SHUTDOWN_GRACE": 0.5})
+    await raw.initialize()
+    await raw.send(call(2, "slow", seconds=600))
+    assert (await raw.request(call(3, "stdio_pending")))["result"]["structuredContent"]["result"] == ["2"]
+    raw.process.send_signal(signal.SIGTERM)
+    assert await raw.finish(close_stdin=False) == 0
+    [closed] = [m for m in raw.messages if m.get("id") == 2]
+    assert closed["error"] == {"code": -32000, "message": "Connection closed: server shutting down"}
+
+
+async def test_cancel_sends_nothing_for_that_id(start: Any, database: Path) -> None:
+    raw: RawStdio = await start()
+    await raw.initialize()
+    await raw.send(call(2, "slow", seconds=600))
+    await raw.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}})
+    assert (await raw.request(call(3, "stdio_pending")))["result"]["structuredContent"]["result"] == []
+    assert await raw.finish() == 0
+    assert [m for m in raw.messages if m.get("id") == 2] == []  # not even at shutdown
+    assert rows(database, "select state from mcp_server_ledgerentry where name = 'slow'") == [("cancelled",)]
+
+
+async def test_a_long_line_is_refused_and_the_next_one_served(start: Any) -> None:
+    raw: RawStdio = await start(overrides={"MAX_REQUEST_BYTES": 1000})
+    await raw.initialize()
+    await raw.send(json.dumps(call(2, "echo", text="x" * 200_000)).encode() + b"\n")
+    too_long = await raw.receive()
+    assert too_long["error"]["code"] == -32600
+    assert too_long["id"] is None
+    assert (await raw.request(call(3, "echo", text="short")))["result"]["content"][0]["text"] == "short"
+    assert await raw.finish() == 0
+
+
+# -- options --------------------------------------------------------------------------------------------
+
+
+async def tool_names(raw: RawStdio) -> set[str]:
+    await raw.initialize()
+    return {tool["name"] for tool in (await raw.request(rpc(1, "tools/list")))["result"]["tools"]}
+
+
+@pytest.mark.parametrize("spec", ["other", "tests.stdioapp.mcp.other"])
+async def test_server_option_picks_a_server_by_name_or_path(start: Any, spec: str) -> None:
+    raw: RawStdio = await start("--server", spec)
+    assert await tool_names(raw) == {"only_on_other"}
+    assert await raw.finish() == 0
+
+
+async def test_unknown_server_is_an_error_on_stderr(start: Any) -> None:
+    raw: RawStdio = await start("--server", "nope")
+    assert await raw.finish() != 0
+    assert raw.lines == []
+    assert "no MCP server named 'nope'" in raw.stderr()
+
+
+@pytest.fixture
+def alice(database: Path) -> str:
+    """A superuser in the test database."""
+    create = "from django.contrib.auth.models import User; User.objects.create_superuser('alice', 'a@b.c')"
+    subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", create],
+        cwd=ROOT,
+        env=stdio_env(database),
+        check=True,
+        capture_output=True,
+    )
+    return "alice"
+
+
+async def test_user_option_applies_that_users_permissions(start: Any, database: Path, alice: str) -> None:
+    raw: RawStdio = await start("--user", alice, "--log-level", "info")
+    assert "stdio_staff_only" in await tool_names(raw)
+    whoami = await raw.request(call(2, "stdio_whoami"))
+    assert whoami["result"]["structuredContent"] == {"result": "alice"}
+    assert await raw.finish() == 0
+    assert "stdio session" in raw.stderr()  # --log-level info: the session's opening is logged, on stderr
+    [(username,)] = rows(
+        database, "select u.username from mcp_server_session s join auth_user u on u.id = s.user_id"
+    )
+    assert username == "alice"
+
+
+async def test_unknown_user_is_an_error(start: Any) -> None:
+    raw: RawStdio = await start("--user", "nobody")
+    assert await raw.finish() != 0
+    assert raw.lines == []
+    assert "no user named 'nobody'" in raw.stderr()
+
+
+# -- other processes (Redis channel layer) ---------------------------------------------------------------
+
+OPERATOR = """
+from asgiref.sync import async_to_sync
+from mcp_server.sessions import aend_session
+from mcp_server.updates import anotify_list_changed
+
+async_to_sync(anotify_list_changed)("tools")
+async_to_sync(aend_session)({session!r}, "ended by an operator")
+"""
+
+
+@pytest.fixture
+def redis_prefix() -> Iterator[str]:
+    problem = services_problem()
+    if problem is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set and a service is missing: {problem}")
+        pytest.skip(problem)
+    with redis_namespace() as prefix:
+        yield prefix
+
+
+async def test_another_process_reaches_the_stdio_session(
+    database: Path, tmp_path: Path, redis_prefix: str
+) -> None:
+    """A notification and the session's end, decided in another process, arrive over the channel layer."""
+    env = {**stdio_env(database), "REDIS_URL": TEST_REDIS_URL, "MCP_TEST_REDIS_PREFIX": redis_prefix}
+    stderr_path = tmp_path / "stderr.txt"
+    with stderr_path.open("wb") as stderr:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, *COMMAND, cwd=ROOT, env=env, stdin=PIPE, stdout=PIPE, stderr=stderr
+        )
+    raw = RawStdio(process, stderr_path)
+    try:
+        await raw.initialize()
+        await raw.send(call(2, "slow", seconds=600))
+        assert (await raw.request(call(3, "stdio_pending")))["result"]["structuredContent"]["result"] == ["2"]
+        [(session,)] = rows(database, "select id from mcp_server_session")
+        operator = await asyncio.create_subprocess_exec(
+            sys.executable, "manage.py", "shell", "-c", OPERATOR.format(session=session), cwd=ROOT, env=env
+        )
+        assert await asyncio.wait_for(operator.wait(), TIMEOUT) == 0
+        assert await raw.finish(close_stdin=False) == 0  # the session ended: the server stops by itself
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"} in raw.messages
+    [closed] = [m for m in raw.messages if m.get("id") == 2]
+    assert closed["error"] == {"code": -32000, "message": "Connection closed: ended by an operator"}
