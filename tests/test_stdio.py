@@ -265,6 +265,19 @@ async def test_malformed_lines_are_answered_and_the_loop_goes_on(start: Any) -> 
     assert len(raw.lines) == 7  # initialize, three parse errors, -32600, batch error, ping: nothing else
 
 
+async def test_user_code_writing_to_stdout_reaches_stderr(start: Any) -> None:
+    raw: RawStdio = await start()
+    await raw.initialize()
+    noisy = await raw.request(call(1, "stdio_noisy", text="psst"))
+    assert noisy["result"]["content"] == [{"type": "text", "text": "psst"}]
+    assert await raw.finish() == 0
+    assert (
+        len(raw.lines) == 2
+    )  # the initialize answer and the tool's: print, sys.__stdout__ and fd 1 are elsewhere
+    stderr = raw.stderr()
+    assert all(f"{way}: psst" in stderr for way in ("print", "sys.__stdout__", "fd 1", "logged"))
+
+
 async def test_requests_before_initialize_are_refused(start: Any) -> None:
     raw: RawStdio = await start()
     assert (await raw.request(rpc(1, "ping")))["result"] == {}
