@@ -18,11 +18,9 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -46,6 +44,11 @@ __all__ = [
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: make the repository importable
+    sys.path.insert(0, str(ROOT))
+
+from tests.live import free_port, wait_for_port  # noqa: E402
+
 INSTALL_DIR = ROOT / ".conformance"
 SUITE_VERSIONS = ("0.1.16", "0.2.0-alpha.12")
 MODES = ("auto", "sse", "json")
@@ -166,25 +169,6 @@ def read_results(output_dir: Path) -> list[ScenarioCounts]:
     return results
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"server on port {port} did not start in {timeout}s")
-
-
 @contextmanager
 def serve(mode: str, workdir: Path, python: str = sys.executable) -> Iterator[str]:
     """Run the demo site in ``mode`` on a free port with a fresh migrated SQLite file; yields the MCP URL."""
@@ -200,7 +184,7 @@ def serve(mode: str, workdir: Path, python: str = sys.executable) -> Iterator[st
         PYTHONUNBUFFERED="1",
     )
     subprocess.run([python, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
-    port = _free_port()
+    port = free_port()
     log_path = workdir / f"server-{mode}.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
@@ -212,7 +196,7 @@ def serve(mode: str, workdir: Path, python: str = sys.executable) -> Iterator[st
         )
     try:
         try:
-            _wait_for_port(port, process)
+            wait_for_port(port, process)
         except Exception as exc:
             raise RuntimeError(f"server failed to start:\n{log_path.read_text(errors='replace')}") from exc
         yield f"http://127.0.0.1:{port}/mcp"
