@@ -17,7 +17,6 @@ import pytest
 from tests.live import LiveServer
 from tests.raw import RawSession, messages_of, open_session, rpc
 
-
 LEDGERS = {
     "database-ledger": "mcp_server.ledger.database.DatabaseLedger",
     "cache-ledger": "mcp_server.ledger.cache.CacheLedger",
