@@ -31,6 +31,13 @@ DEFAULTS: dict[str, Any] = {
     "LEASE_TIMEOUT": 30.0,
     "SHUTDOWN_GRACE": 5.0,
     "STATELESS": False,
+    "AUTHENTICATION_CLASSES": [
+        "mcp_server.auth.session.SessionAuthentication",
+        "mcp_server.auth.tokens.TokenAuthentication",
+    ],
+    "ALLOW_ANONYMOUS": True,
+    "OAUTH_AUTHORIZATION_SERVERS": [],
+    "OAUTH_RESOURCE_METADATA": {},
 }
 """Every key ``MCP_SERVER`` understands, with its default. The README's settings table mirrors this."""
 
@@ -60,6 +67,10 @@ class MCPSettings:
     LEASE_TIMEOUT: float
     SHUTDOWN_GRACE: float
     STATELESS: bool
+    AUTHENTICATION_CLASSES: list[str]
+    ALLOW_ANONYMOUS: bool
+    OAUTH_AUTHORIZATION_SERVERS: list[str]
+    OAUTH_RESOURCE_METADATA: dict[str, Any]
     unknown_keys: tuple[str, ...] = field(default=())
 
     @classmethod

@@ -6,9 +6,10 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from .auth.models import AccessToken
 from .ledger.states import State
 
-__all__ = ["LedgerEntry", "Session"]
+__all__ = ["AccessToken", "LedgerEntry", "Session"]
 
 
 class Session(models.Model):

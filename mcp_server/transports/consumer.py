@@ -17,6 +17,7 @@ from channels.exceptions import StopConsumer
 from django.contrib.auth.models import AnonymousUser
 from django.core.handlers.asgi import ASGIRequest
 
+from ..auth import Unauthorized, authenticate_request
 from ..conf import mcp_settings
 from ..protocol.context import SessionState
 from ..protocol.errors import INTERNAL_ERROR, JSONRPCError
@@ -54,6 +55,8 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         self.response_started = False
         self.task: asyncio.Task[None] | None = None
         self.stream_closed = asyncio.Event()
+        self.user: Any = None
+        self.auth: Any = None
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Any) -> None:
         async def receive_or_finished() -> dict[str, Any]:
@@ -149,6 +152,8 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         method = self.scope.get("method", "GET").upper()
         try:
             check_origin_and_host(headers)
+            if method in ("POST", "GET", "DELETE"):
+                await self._authenticate()
             if method == "POST":
                 await self._post(headers, body)
             elif method == "GET":
@@ -167,6 +172,22 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             else:
                 await self.send({"type": "http.response.body", "body": b"", "more_body": False})
 
+    async def _authenticate(self) -> None:
+        """Who is calling (``self.user``, ``self.auth``); 401 with ``WWW-Authenticate`` when refused."""
+        request = ASGIRequest(self.scope, io.BytesIO())
+        resource_path = self.scope.get("path", "/mcp").rstrip("/") or "/"
+        try:
+            self.user, self.auth = await authenticate_request(request, resource_path=resource_path)
+        except Unauthorized as exc:
+            challenges = [(b"www-authenticate", c.encode("latin-1")) for c in exc.challenges]
+            raise HTTPProblem(401, exc.message, headers=challenges) from exc
+
+    def _owns(self, session: Any) -> bool:
+        """A session belongs to the user who opened it (anonymous ones to anonymous callers)."""
+        user = self.user
+        user_id = user.pk if user is not None and getattr(user, "is_authenticated", False) else None
+        return bool(session.user_id == user_id)
+
     async def _session(self, headers: Headers) -> SessionState:
         header_version = headers.get(HANDSHAKE_HEADER)
         if header_version is not None and header_version not in SUPPORTED_VERSIONS:
@@ -177,15 +198,16 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         if not session_id:
             raise HTTPProblem(400, "Bad Request: Mcp-Session-Id header is required", code=-32000)
         session = await aget_active_session(session_id, self.server.name)
-        if session is None:
+        if session is None or not self._owns(session):  # another user's session is as good as unknown
             raise HTTPProblem(404, "Session not found", code=-32001)
         return state_of(session)
 
     async def _post(self, headers: Headers, body: bytes) -> None:
         messages, is_batch, initialize = parse_post(headers, body)
-        user = self.scope.get("user") or AnonymousUser()
+        user = self.user if self.user is not None else AnonymousUser()
         request = ASGIRequest(self.scope, io.BytesIO(body))
         request.user = user
+        request.auth = self.auth  # type: ignore[attr-defined]  # as DRF names it: the token, if any
         if initialize is not None:
             await serve_initialize(self, initialize, user=user, request=request)
             return
@@ -249,7 +271,8 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         await self.send({"type": "http.response.body", "body": dumps(payload), "more_body": False})
 
     async def _problem(self, problem: HTTPProblem) -> None:
-        extra = [(b"allow", b"GET, POST, DELETE")] if problem.status == 405 else None
+        extra = [(b"allow", b"GET, POST, DELETE")] if problem.status == 405 else []
+        extra += problem.headers
         await self._json(
             problem.status, error_response(None, JSONRPCError(problem.code, problem.message)), extra
         )

@@ -27,11 +27,19 @@ LOCAL_HOSTS = [".localhost", "localhost", "127.0.0.1", "[::1]"]
 class HTTPProblem(Exception):
     """A request refused at the HTTP level, before any JSON-RPC is read."""
 
-    def __init__(self, status: int, message: str, *, code: int = -32600) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        code: int = -32600,
+        headers: list[tuple[bytes, bytes]] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.code = code
+        self.headers = list(headers or [])
 
 
 def headers_of(raw: Iterable[tuple[bytes, bytes]]) -> Headers:

@@ -1,0 +1,43 @@
+"""What every MCP authentication class implements (the shape of Django REST framework's)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+
+__all__ = ["AuthResult", "AuthenticationFailed", "BaseAuthentication"]
+
+AuthResult = tuple[Any, Any]
+"""``(user, auth)``: the Django user, and what authenticated it (a token, or ``None``)."""
+
+
+class AuthenticationFailed(Exception):
+    """Credentials were presented and are wrong (unknown, expired or revoked token; inactive user).
+
+    The request is refused with 401 whatever ``ALLOW_ANONYMOUS`` says; ``error`` goes into the
+    ``WWW-Authenticate`` challenge (RFC 6750 error codes: ``invalid_token``, ``invalid_request``).
+    """
+
+    def __init__(self, detail: str, *, error: str = "invalid_token") -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.error = error
+
+
+class BaseAuthentication:
+    """Subclass and list the class in ``MCP_SERVER["AUTHENTICATION_CLASSES"]``.
+
+    The classes are tried in order for every POST, GET and DELETE to an MCP endpoint; the first that
+    returns ``(user, auth)`` wins. ``None`` means "no credentials of my kind here": the next class is
+    tried, and when none is left the request is anonymous (refused with 401 unless ``ALLOW_ANONYMOUS``).
+    Raising :class:`AuthenticationFailed` refuses the request with 401 at once.
+    """
+
+    async def authenticate(self, request: HttpRequest) -> AuthResult | None:
+        """Return ``(user, auth)`` for credentials of this class's kind, ``None`` when there are none."""
+        raise NotImplementedError(f"{type(self).__name__}.authenticate() must be overridden")
+
+    def authenticate_header(self, request: HttpRequest) -> str | None:
+        """The ``WWW-Authenticate`` challenge of a 401 (e.g. ``'Bearer realm="mcp"'``), or ``None``."""
+        return None
