@@ -10,7 +10,7 @@ from mcp_types.methods import parse_client_request, serialize_server_result
 from pydantic import ValidationError
 
 from ..conf import mcp_settings
-from ..registry.entries import allowed
+from ..registry.access import ausable, usable_entries
 from ..registry.signature import call_handler
 from .context import LOG_LEVELS, Context
 from .errors import INVALID_PARAMS, METHOD_NOT_FOUND, JSONRPCError, ResourceNotFound
@@ -24,8 +24,8 @@ __all__ = ["dispatch"]
 Handler = Callable[[Context], Awaitable[dict[str, Any] | None]]
 
 
-def _visible(entries: list[RegisteredHandler], ctx: Context) -> list[RegisteredHandler]:
-    return [e for e in entries if allowed(e.permission, ctx.user)]
+async def _visible(entries: list[RegisteredHandler], ctx: Context) -> list[RegisteredHandler]:
+    return await usable_entries(entries, ctx)
 
 
 def _page(ctx: Context, key: str, entries: list[RegisteredHandler]) -> dict[str, Any]:
@@ -41,31 +41,31 @@ async def _ping(ctx: Context) -> dict[str, Any]:
 
 
 async def _tools_list(ctx: Context) -> dict[str, Any]:
-    return _page(ctx, "tools", _visible(list(ctx.server.tools.values()), ctx))
+    return _page(ctx, "tools", await _visible(list(ctx.server.tools.values()), ctx))
 
 
 async def _tools_call(ctx: Context) -> dict[str, Any]:
     name = ctx.params["name"]
     tool = ctx.server.tools.get(name)
-    if tool is None or not allowed(tool.permission, ctx.user):
+    if tool is None or not await ausable(tool, ctx):
         raise JSONRPCError(INVALID_PARAMS, f"Unknown tool: {name}")
     return await tool.call(ctx.params.get("arguments"), ctx)
 
 
 async def _resources_list(ctx: Context) -> dict[str, Any]:
     fixed = [r for r in ctx.server.resources.values() if not r.is_template]
-    return _page(ctx, "resources", _visible(list(fixed), ctx))
+    return _page(ctx, "resources", await _visible(list(fixed), ctx))
 
 
 async def _resource_templates_list(ctx: Context) -> dict[str, Any]:
     templates = [r for r in ctx.server.resources.values() if r.is_template]
-    return _page(ctx, "resourceTemplates", _visible(list(templates), ctx))
+    return _page(ctx, "resourceTemplates", await _visible(list(templates), ctx))
 
 
 async def _resources_read(ctx: Context) -> dict[str, Any]:
     uri = ctx.params["uri"]
     found = ctx.server.find_resource(uri)
-    if found is None or not allowed(found[0].permission, ctx.user):
+    if found is None or not await ausable(found[0], ctx):
         raise ResourceNotFound(uri)
     resource, variables = found
     return await resource.read(uri, variables, ctx)
@@ -74,20 +74,21 @@ async def _resources_read(ctx: Context) -> dict[str, Any]:
 async def _subscribe(ctx: Context) -> dict[str, Any]:
     from ..sessions import asubscribe
 
-    if ctx.server.find_resource(ctx.params["uri"]) is None:
+    found = ctx.server.find_resource(ctx.params["uri"])
+    if found is None or not await ausable(found[0], ctx):
         raise ResourceNotFound(ctx.params["uri"])
     await asubscribe(ctx.session, ctx.params["uri"], subscribed=ctx.method == "resources/subscribe")
     return {}
 
 
 async def _prompts_list(ctx: Context) -> dict[str, Any]:
-    return _page(ctx, "prompts", _visible(list(ctx.server.prompts.values()), ctx))
+    return _page(ctx, "prompts", await _visible(list(ctx.server.prompts.values()), ctx))
 
 
 async def _prompts_get(ctx: Context) -> dict[str, Any]:
     name = ctx.params["name"]
     prompt = ctx.server.prompts.get(name)
-    if prompt is None or not allowed(prompt.permission, ctx.user):
+    if prompt is None or not await ausable(prompt, ctx):
         raise JSONRPCError(INVALID_PARAMS, f"Unknown prompt: {name}")
     return await prompt.render(ctx.params.get("arguments"), ctx)
 
@@ -106,6 +107,13 @@ async def _complete(ctx: Context) -> dict[str, Any]:
     ref = ctx.params["ref"]
     key = f"{ref['type']}:{ref.get('name') or ref.get('uri')}"
     handler = ctx.server.completions.get(key)
+    target = (
+        ctx.server.prompts.get(str(ref.get("name")))
+        if ref["type"] == "ref/prompt"
+        else ctx.server.resources.get(str(ref.get("uri")))
+    )
+    if target is not None and not await ausable(target, ctx):
+        handler = None
     argument = ctx.params["argument"]
     values: Any = []
     if handler is not None:
