@@ -15,9 +15,11 @@ from typing import Any
 from channels.auth import AuthMiddlewareStack
 from channels.routing import ProtocolTypeRouter, URLRouter
 from channels.security.websocket import AllowedHostsOriginValidator
+from django.core.exceptions import ImproperlyConfigured
 from django.urls import URLPattern, path, re_path
 
 from .admin_live.routing import live_urlpatterns
+from .conf import mcp_settings
 from .registry.server import MCPServer, mcp
 from .transports.consumer import MCPConsumer
 from .transports.shutdown import LifespanApp
@@ -37,13 +39,32 @@ def mcp_endpoint(server: MCPServer = mcp) -> Any:
 
 
 def mcp_urlpatterns(servers: Mapping[str, MCPServer] | None = None) -> list[URLPattern]:
-    """Channels URL patterns: each path is served with and without a trailing slash (no redirect)."""
+    """Channels URL patterns: each path is served with and without a trailing slash (no redirect).
+
+    ``servers`` maps paths to servers, e.g. ``{"mcp": mcp, "internal/mcp": internal}`` (default: ``mcp`` at
+    ``/mcp``). With ``OAUTH_AUTHORIZATION_SERVERS`` set, each path also gets its OAuth Protected Resource
+    Metadata at ``/.well-known/oauth-protected-resource/<path>`` (the first path also without the suffix).
+    """
+    from .auth.metadata import WELL_KNOWN, ProtectedResourceMetadata, oauth_enabled
+
     routes = servers if servers is not None else {"mcp": mcp}
     patterns: list[URLPattern] = []
+    names: dict[str, MCPServer] = {}
     for prefix, server in routes.items():
+        if names.setdefault(server.name, server) is not server:
+            raise ImproperlyConfigured(
+                f"Two routed MCP servers are named {server.name!r}: each needs its own name (sessions "
+                "belong to a server by name)."
+            )
         endpoint = mcp_endpoint(server)
         clean = prefix.strip("/")
         patterns += [path(clean, endpoint), path(f"{clean}/", endpoint)]
+        if oauth_enabled():
+            metadata: Any = ProtectedResourceMetadata(f"/{clean}", server.title or mcp_settings.SERVER_TITLE)
+            well_known = WELL_KNOWN.lstrip("/")
+            if prefix == next(iter(routes)):  # the first path also answers without the suffix
+                patterns.append(path(well_known, metadata))
+            patterns.append(path(f"{well_known}/{clean}", metadata))
     return patterns
 
 

@@ -1,4 +1,4 @@
-"""ASGI entry point: the MCP endpoint at /mcp, everything else served by Django."""
+"""ASGI entry point: the MCP endpoints at /mcp and /staff/mcp, everything else served by Django."""
 
 import os
 from typing import Any
@@ -15,6 +15,8 @@ if settings.DEBUG:  # static files (the admin's CSS and JS) under ``daphne``, as
 
     django_application = ASGIStaticFilesHandler(django_application)
 
-from mcp_server.routing import mcp_application  # noqa: E402  (after Django is set up)
+from mcp_server import mcp  # noqa: E402  (after Django is set up)
+from mcp_server.routing import mcp_application  # noqa: E402
+from project.mcp_servers import staff  # noqa: E402
 
-application = mcp_application(django_application)
+application = mcp_application(django_application, servers={"mcp": mcp, "staff/mcp": staff})

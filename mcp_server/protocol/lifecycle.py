@@ -29,14 +29,19 @@ def server_capabilities(server: MCPServer) -> dict[str, Any]:
 
 def initialize_result(server: MCPServer, params: dict[str, Any]) -> dict[str, Any]:
     """The result of ``initialize`` for the client's ``params``."""
-    info: dict[str, Any] = {"name": mcp_settings.SERVER_NAME, "version": mcp_settings.SERVER_VERSION}
-    if mcp_settings.SERVER_TITLE:
-        info["title"] = mcp_settings.SERVER_TITLE
+    info: dict[str, Any] = {
+        "name": server.server_name or mcp_settings.SERVER_NAME,
+        "version": server.version or mcp_settings.SERVER_VERSION,
+    }
+    title = server.title or mcp_settings.SERVER_TITLE
+    if title:
+        info["title"] = title
     result: dict[str, Any] = {
         "protocolVersion": negotiate(params.get("protocolVersion")),
         "capabilities": server_capabilities(server),
         "serverInfo": info,
     }
-    if mcp_settings.INSTRUCTIONS:
-        result["instructions"] = mcp_settings.INSTRUCTIONS
+    instructions = server.instructions or mcp_settings.INSTRUCTIONS
+    if instructions:
+        result["instructions"] = instructions
     return result

@@ -36,10 +36,27 @@ BUILTIN_METHODS = frozenset(
 
 
 class MCPServer:
-    """A set of tools, resources, prompts and raw methods served at one endpoint."""
+    """A set of tools, resources, prompts and raw methods served at one endpoint.
 
-    def __init__(self, name: str = "default") -> None:
+    ``name`` identifies the server: its sessions belong to it alone, so give each server its own. The
+    other arguments override, for this server's ``initialize`` answer, the ``SERVER_NAME`` (as
+    ``server_name``), ``SERVER_TITLE``, ``SERVER_VERSION`` and ``INSTRUCTIONS`` settings.
+    """
+
+    def __init__(
+        self,
+        name: str = "default",
+        *,
+        server_name: str | None = None,
+        title: str | None = None,
+        version: str | None = None,
+        instructions: str | None = None,
+    ) -> None:
         self.name = name
+        self.server_name = server_name
+        self.title = title
+        self.version = version
+        self.instructions = instructions
         self.tools: dict[str, Tool] = {}
         self.resources: dict[str, Resource] = {}
         self.prompts: dict[str, Prompt] = {}
