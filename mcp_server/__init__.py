@@ -22,11 +22,13 @@ __all__ = [
     "ResourceNotFound",
     "ToolError",
     "anotify_resource_updated",
+    "expose_model",
     "mcp",
     "notify_resource_updated",
 ]
 
 if TYPE_CHECKING:
+    from .models_as_tools import expose_model
     from .protocol.context import Context
     from .protocol.errors import JSONRPCError, ResourceNotFound, ToolError
     from .registry.results import Audio, Image
@@ -43,6 +45,7 @@ _LAZY = {
     "MCPServer": "mcp_server.registry.server",
     "mcp": "mcp_server.registry.server",
     "anotify_resource_updated": "mcp_server.updates",
+    "expose_model": "mcp_server.models_as_tools",
     "notify_resource_updated": "mcp_server.updates",
 }
 

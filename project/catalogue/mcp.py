@@ -6,7 +6,8 @@ from django.db import transaction
 from django.db.models import F, Q
 from pydantic import BaseModel
 
-from mcp_server import Context, ToolError, mcp
+from mcp_server import Context, ToolError, expose_model, mcp
+from project.mcp_servers import staff
 
 from .models import Book, Loan
 
@@ -91,3 +92,23 @@ async def summarize_book(pk: int) -> str:
         f"Write a three-sentence summary of {found.title!r} by {found.author.name} ({found.year}). "
         f"Catalogue notes: {found.summary}"
     )
+
+
+# -- the staff server (/staff/mcp): the catalogue's models as read-only query tools ------------------------
+
+expose_model(
+    staff,
+    Book,
+    fields=["id", "title", "author__name", "year", "isbn", "copies_available"],
+    filters=["title__icontains", "author__name__icontains", "year", "year__gte", "year__lte"],
+    ordering=["title", "year", "copies_available"],
+    name="books",
+)
+expose_model(
+    staff,
+    Loan,
+    fields=["id", "book", "book__title", "borrower", "created"],
+    filters=["book", "borrower__icontains", "created__gte"],
+    ordering=["created"],
+    name="loans",
+)
