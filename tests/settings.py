@@ -12,7 +12,7 @@ import os
 from project.settings import *  # noqa: F403
 from project.settings import CACHES, CHANNEL_LAYERS, INSTALLED_APPS, MCP_SERVER, REDIS_URL
 
-INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp", "tests.authapp"]
 MCP_SERVER = {**MCP_SERVER, **json.loads(os.environ.get("MCP_TEST_OVERRIDES", "{}"))}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
