@@ -1,0 +1,187 @@
+"""A site we did not write: ``django-admin startproject``, then exactly the README's installation steps.
+
+The settings and ``asgi.py`` lines are read from the README's code blocks (those whose first line names the
+file), so the README and this test cannot drift apart. Nothing is installed: the package is already in the
+environment, as ``pip install django-mcp-ledger`` would leave it. The site then runs on Daphne and on
+Uvicorn, and the official client calls a tool there; with the README's line that turns anonymous access
+off, a request without a token gets 401 and one with a token made by ``manage.py mcp_token`` succeeds.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+from mcp import Client
+
+from tests.auth_helpers import sdk_client
+from tests.live import ROOT, free_port, wait_for_port
+from tests.raw import initialize
+
+SITE = "newsite"
+
+SHOP_MCP = '''
+from mcp_server import Context, mcp
+
+
+@mcp.tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+@mcp.tool(permission=lambda user: user.is_staff)
+def whoami(ctx: Context) -> str:
+    """Staff only: who is calling."""
+    return ctx.user.get_username()
+'''
+
+
+def readme_blocks(title: str) -> dict[str, str]:
+    """The ``python`` blocks of the README section ``## title``, keyed by the file their first line names."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+    blocks: dict[str, str] = {}
+    for match in re.finditer(r"^( *)```python\n(.*?)^\1```", section, re.S | re.M):
+        code = textwrap.dedent(match.group(2))
+        first, _newline, rest = code.partition("\n")
+        if first.startswith("# ") and first[2:].strip().endswith(".py"):
+            blocks[first[2:].split()[0]] = rest
+    return blocks
+
+
+def site_env(directory: Path) -> dict[str, str]:
+    """The environment of a developer's shell: none of the test suite's own settings."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DJANGO_SETTINGS_MODULE", "DATABASE_URL", "REDIS_URL", "PYTHONPATH"}
+        and not k.startswith("MCP_TEST")
+    }
+    probe = subprocess.run([sys.executable, "-c", "import mcp_server"], cwd=directory, env=env, check=False)
+    if (
+        probe.returncode != 0
+    ):  # not installed (e.g. a bare checkout): the source tree stands in for pip install
+        env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+def run(directory: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(
+        [sys.executable, *args], cwd=directory, env=env or site_env(directory), capture_output=True, text=True
+    )
+    assert done.returncode == 0, f"{args}: {done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def build_site(directory: Path, *, protected: bool) -> Path:
+    """A fresh project with the README's steps applied (and, if ``protected``, its authentication step)."""
+    directory.mkdir(parents=True)
+    run(directory, "-m", "django", "startproject", SITE, ".")
+    install = readme_blocks("Add it to an existing site")
+    settings = directory / SITE / "settings.py"
+    asgi = directory / SITE / "asgi.py"
+    with settings.open("a") as out:
+        out.write("\n" + install["settings.py"].replace("mysite", SITE))
+    with asgi.open("a") as out:
+        out.write("\n" + install["asgi.py"].replace("mysite", SITE))
+    # The site's own app, where its handlers live.
+    run(directory, "manage.py", "startapp", "shop")
+    with settings.open("a") as out:
+        out.write('\nINSTALLED_APPS += ["shop"]\n')
+    (directory / "shop" / "mcp.py").write_text(SHOP_MCP)
+    if protected:
+        with settings.open("a") as out:
+            out.write("\n" + readme_blocks("Authentication and permissions")["settings.py"])
+    run(directory, "manage.py", "migrate", "-v0")
+    run(directory, "manage.py", "check", "--fail-level", "WARNING")  # e.g. mcp_server.W003: routing missing
+    return directory
+
+
+@contextmanager
+def serve(directory: Path, kind: str) -> Iterator[str]:
+    """Run the site on Daphne or Uvicorn; yields its MCP endpoint URL."""
+    port = free_port()
+    if kind == "daphne":
+        command = ["-m", "daphne", "-b", "127.0.0.1", "-p", str(port), f"{SITE}.asgi:application"]
+    else:
+        command = ["-m", "uvicorn", f"{SITE}.asgi:application", "--host", "127.0.0.1", "--port", str(port)]
+    log_path = directory / f"{kind}-{port}.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, *command], cwd=directory, env=site_env(directory), stdout=log, stderr=log
+        )
+    try:
+        try:
+            wait_for_port(port, process)
+        except Exception:
+            raise RuntimeError(f"{kind} did not start:\n{log_path.read_text()}") from None
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def open_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_site(tmp_path_factory.mktemp("new-site") / "open", protected=False)
+
+
+@pytest.fixture(scope="module")
+def protected_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    directory = build_site(tmp_path_factory.mktemp("new-site") / "protected", protected=True)
+    env = {**site_env(directory), "DJANGO_SUPERUSER_PASSWORD": "not-used-here"}
+    run(
+        directory,
+        "manage.py",
+        "createsuperuser",
+        "--noinput",
+        "--username",
+        "admin",
+        "--email",
+        "admin@example.com",
+        env=env,
+    )
+    token = (
+        run(directory, "manage.py", "mcp_token", "create", "admin", "--name", "test").strip().splitlines()[-1]
+    )
+    assert token.startswith("mcp_")
+    return directory, token
+
+
+@pytest.mark.parametrize("kind", ["daphne", "uvicorn"])
+async def test_official_client_calls_a_tool(open_site: Path, kind: str) -> None:
+    with serve(open_site, kind) as url:
+        async with Client(url) as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert names == {"add"}  # whoami is staff only
+            result = await client.call_tool("add", {"a": 2, "b": 40})
+            assert not result.is_error
+            assert result.structured_content == {"result": 42}
+
+
+@pytest.mark.parametrize("kind", ["daphne", "uvicorn"])
+async def test_token_protected_site(protected_site: tuple[Path, str], kind: str) -> None:
+    directory, token = protected_site
+    with serve(directory, kind) as url:
+        async with httpx.AsyncClient() as http:
+            refused = await initialize(http, url)
+        assert refused.status_code == 401
+        assert refused.headers["www-authenticate"] == 'Bearer realm="mcp"'
+        async with sdk_client(url, token) as client:
+            assert {tool.name for tool in (await client.list_tools()).tools} == {"add", "whoami"}
+            result = await client.call_tool("whoami", {})
+            assert not result.is_error
+            assert result.content[0].text == "admin"
