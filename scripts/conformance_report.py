@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: make the repository importable
     sys.path.insert(0, str(ROOT))
 
-from tests.live import free_port, wait_for_port  # noqa: E402
+from tests.live import free_port, stop_process, wait_for_port  # noqa: E402
 
 INSTALL_DIR = ROOT / ".conformance"
 SUITE_VERSIONS = ("0.1.16", "0.2.0-alpha.12")
@@ -201,12 +201,7 @@ def serve(mode: str, workdir: Path, python: str = sys.executable) -> Iterator[st
             raise RuntimeError(f"server failed to start:\n{log_path.read_text(errors='replace')}") from exc
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
 
 
 def run_suite(

@@ -26,6 +26,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def stop_process(process: subprocess.Popen[bytes], grace: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL if the process outlives ``grace`` seconds."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
     """Block until the server accepts connections (or fail with its log)."""
     deadline = time.monotonic() + timeout
@@ -62,13 +73,7 @@ class LiveServer:
         return self.log_path.read_text(errors="replace")
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
 
 
 def base_env(database_path: Path, overrides: dict[str, Any] | None = None, **extra: str) -> dict[str, str]:

@@ -25,6 +25,7 @@ import pytest
 
 from tests.live import REDIS_URL as TEST_REDIS_URL
 from tests.live import LiveServer, postgres_database, redis_namespace, services_problem, start_server
+from tests.raw import messages_of, rpc
 
 ACCEPT_BOTH = "application/json, text/event-stream"
 LATEST = "2025-11-25"
@@ -138,35 +139,6 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
 # -- raw MCP over HTTP ------------------------------------------------------------------------------------
 
 
-def rpc(request_id: int | str, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-    if params is not None:
-        message["params"] = params
-    return message
-
-
-def parse_sse(text: str) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = []
-    for block in text.replace("\r\n", "\n").split("\n\n"):
-        data = [line[5:].lstrip(" ") for line in block.split("\n") if line.startswith("data:")]
-        if data:
-            messages.append(json.loads("\n".join(data)))
-    return messages
-
-
-def messages_of(response: httpx.Response) -> list[dict[str, Any]]:
-    """The JSON-RPC messages of a complete response (JSON object or array, or an event stream)."""
-    kind = response.headers.get("content-type", "").split(";")[0].strip()
-    if kind == "application/json":
-        body = response.json()
-        return body if isinstance(body, list) else [body]
-    if kind == "text/event-stream":
-        return parse_sse(response.text)
-    assert response.status_code == 202, (response.status_code, response.text)
-    assert response.content == b""
-    return []
-
-
 async def sse_events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
     """The messages of an open event stream, as they arrive; ends when the server closes it."""
     data: list[str] = []
@@ -203,7 +175,7 @@ class McpSession:
 
     async def call(self, server: LiveServer, request_id: int | str, method: str, params: Any) -> Any:
         """A request that must be answered with a result; returns the result."""
-        response = await self.post(server, rpc(request_id, method, params))
+        response = await self.post(server, rpc(method, params, request_id))
         answers = [m for m in messages_of(response) if m.get("id") == request_id and "method" not in m]
         assert len(answers) == 1, response.text
         assert "result" in answers[0], answers[0]
@@ -240,7 +212,7 @@ async def open_session(
         "clientInfo": {"name": "multiprocess-tests", "version": "1"},
     }
     headers = {"Accept": ACCEPT_BOTH, "Content-Type": "application/json"}
-    response = await http.post(server.url, headers=headers, json=rpc(0, "initialize", params))
+    response = await http.post(server.url, headers=headers, json=rpc("initialize", params, 0))
     assert response.status_code == 200, response.text
     assert messages_of(response)[0]["result"]["protocolVersion"] == version
     session = McpSession(http, response.headers["mcp-session-id"], version)
@@ -310,7 +282,7 @@ async def assert_settled(
 async def test_cancel_through_another_worker_json(site: Site, http: httpx.AsyncClient) -> None:
     a, b = site.json_worker, site.sse_worker
     session = await open_session(http, a)
-    request = asyncio.ensure_future(session.post(a, rpc(7, "tools/call", SLOW)))
+    request = asyncio.ensure_future(session.post(a, rpc("tools/call", SLOW, 7)))
     await wait_pending(site, b, session, 7)
     await session.cancel(b, 7)
     response = await asyncio.wait_for(request, 10)
@@ -323,7 +295,7 @@ async def test_cancel_through_another_worker_sse(site: Site, http: httpx.AsyncCl
     a, b = site.sse_worker, site.json_worker
     session = await open_session(http, a)
     # Daphne sends the stream's headers with its first bytes: read the whole stream in the background.
-    request = asyncio.ensure_future(session.post(a, rpc("slow-1", "tools/call", SLOW)))
+    request = asyncio.ensure_future(session.post(a, rpc("tools/call", SLOW, "slow-1")))
     await wait_pending(site, b, session, "slow-1")
     await session.cancel(b, "slow-1")
     response = await asyncio.wait_for(request, 10)
@@ -341,7 +313,7 @@ async def test_delete_through_another_worker_answers_a_single_post(
 ) -> None:
     a, b = site.json_worker, site.sse_worker
     session = await open_session(http, a)
-    request = asyncio.ensure_future(session.post(a, rpc(1, "tools/call", SLOW)))
+    request = asyncio.ensure_future(session.post(a, rpc("tools/call", SLOW, 1)))
     await wait_pending(site, b, session, 1)
     await session.delete(b)
     response = await asyncio.wait_for(request, 10)
@@ -358,7 +330,7 @@ async def test_delete_through_another_worker_answers_a_single_post(
 async def test_delete_through_another_worker_answers_a_batch(site: Site, http: httpx.AsyncClient) -> None:
     a, b = site.json_worker, site.sse_worker
     session = await open_session(http, a, version=BATCH_VERSION)
-    batch = [rpc(1, "tools/call", SLOW), rpc("two", "tools/call", SLOW)]
+    batch = [rpc("tools/call", SLOW, 1), rpc("tools/call", SLOW, "two")]
     request = asyncio.ensure_future(session.post(a, batch))
     await wait_pending(site, b, session, 1, "two")
     await session.delete(b)
@@ -382,7 +354,7 @@ async def test_delete_answers_many_requests_spread_over_both_workers(
     session = await open_session(http, site.json_worker)
     spread = [(worker, f"{worker.port}-{n}") for worker in site.workers for n in range(8)]
     requests = [
-        asyncio.ensure_future(session.post(worker, rpc(request_id, "tools/call", SLOW)))
+        asyncio.ensure_future(session.post(worker, rpc("tools/call", SLOW, request_id)))
         for worker, request_id in spread
     ]
     everything = [request_id for _worker, request_id in spread]
@@ -409,7 +381,7 @@ async def test_delete_answers_many_requests_spread_over_both_workers(
 async def assert_session_gone(site: Site, session: McpSession, expected: dict[int | str, str]) -> None:
     """After a DELETE: every worker answers 404, nothing is pending, each row has its state."""
     for worker in site.workers:
-        response = await session.post(worker, rpc(99, "ping"))
+        response = await session.post(worker, rpc("ping", None, 99))
         assert response.status_code == 404, response.text
     observer = await open_session(session.http, site.sse_worker)
     assert await observer.ledger_pending(site.json_worker, of=session.id) == []
@@ -429,7 +401,7 @@ async def assert_session_gone(site: Site, session: McpSession, expected: dict[in
 async def test_elicitation_answer_reaches_the_worker_that_waits(site: Site, http: httpx.AsyncClient) -> None:
     a, b = site.sse_worker, site.json_worker
     session = await open_session(http, b, capabilities={"elicitation": {}})
-    call = rpc(5, "tools/call", {"name": "test_elicitation", "arguments": {"message": "Who are you?"}})
+    call = rpc("tools/call", {"name": "test_elicitation", "arguments": {"message": "Who are you?"}}, 5)
     content = {"username": "ada", "email": "ada@example.org"}
     async with asyncio.timeout(10), session.stream(a, call) as response:
         assert response.status_code == 200
@@ -516,7 +488,7 @@ async def test_killed_worker_leaves_a_lease_that_a_survivor_settles(
 ) -> None:
     doomed, survivor = cluster.doomed, cluster.survivor
     session = await open_session(http, survivor)  # the survivor has served a request: its upkeep runs
-    request = asyncio.ensure_future(session.post(doomed, rpc(1, "tools/call", SLOW)))
+    request = asyncio.ensure_future(session.post(doomed, rpc("tools/call", SLOW, 1)))
     key = request_key(1)
 
     async def renewed() -> bool:

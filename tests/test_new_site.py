@@ -23,7 +23,7 @@ import pytest
 from mcp import Client
 
 from tests.auth_helpers import sdk_client
-from tests.live import ROOT, free_port, wait_for_port
+from tests.live import ROOT, free_port, stop_process, wait_for_port
 from tests.raw import initialize
 
 SITE = "newsite"
@@ -126,12 +126,7 @@ def serve(directory: Path, kind: str) -> Iterator[str]:
             raise RuntimeError(f"{kind} did not start:\n{log_path.read_text()}") from None
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
 
 
 @pytest.fixture(scope="module")
