@@ -17,6 +17,7 @@ import sys
 import time
 from asyncio.subprocess import PIPE
 from collections.abc import AsyncIterator, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from tests.live import REDIS_URL as TEST_REDIS_URL
 from tests.live import ROOT, base_env, migrated_template, redis_namespace, services_problem
+from tests.raw import rpc
 
 TIMEOUT = 20.0
 COMMAND = ["manage.py", "mcp_stdio"]
@@ -54,19 +56,12 @@ def stdio_env(database: Path, overrides: dict[str, Any] | None = None) -> dict[s
 
 
 def rows(database: Path, sql: str) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(database) as db:
+    with closing(sqlite3.connect(database)) as db:
         return db.execute(sql).fetchall()
 
 
-def rpc(request_id: int | str, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-    if params is not None:
-        message["params"] = params
-    return message
-
-
 def call(request_id: int, tool: str, **arguments: Any) -> dict[str, Any]:
-    return rpc(request_id, "tools/call", {"name": tool, "arguments": arguments})
+    return rpc("tools/call", {"name": tool, "arguments": arguments}, request_id)
 
 
 class RawStdio:
@@ -109,7 +104,7 @@ class RawStdio:
                 return received
 
     async def initialize(self) -> None:
-        answer = await self.request(rpc(0, "initialize", INITIALIZE))
+        answer = await self.request(rpc("initialize", INITIALIZE, 0))
         assert answer["result"]["protocolVersion"] == "2025-11-25"
         await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
@@ -257,10 +252,10 @@ async def test_malformed_lines_are_answered_and_the_loop_goes_on(start: Any) -> 
     await raw.send(b"\n   \n")  # blank lines are skipped, not answered
     invalid = await raw.request({"jsonrpc": "2.0", "id": 6, "method": 6})
     assert invalid["error"]["code"] == -32600
-    await raw.send(json.dumps([rpc(7, "ping")]).encode() + b"\n")
+    await raw.send(json.dumps([rpc("ping", None, 7)]).encode() + b"\n")
     batch = await raw.receive()
     assert batch["error"]["code"] == -32600
-    assert await raw.request(rpc(8, "ping")) == {"jsonrpc": "2.0", "id": 8, "result": {}}
+    assert await raw.request(rpc("ping", None, 8)) == {"jsonrpc": "2.0", "id": 8, "result": {}}
     assert await raw.finish() == 0
     assert len(raw.lines) == 7  # initialize, three parse errors, -32600, batch error, ping: nothing else
 
@@ -279,11 +274,11 @@ async def test_user_code_writing_to_stdout_reaches_stderr(start: Any) -> None:
 
 async def test_requests_before_initialize_are_refused(start: Any) -> None:
     raw: RawStdio = await start()
-    assert (await raw.request(rpc(1, "ping")))["result"] == {}
-    assert (await raw.request(rpc(2, "tools/list")))["error"]["code"] == -32600
+    assert (await raw.request(rpc("ping", None, 1)))["result"] == {}
+    assert (await raw.request(rpc("tools/list", None, 2)))["error"]["code"] == -32600
     await raw.initialize()
-    assert "tools" in (await raw.request(rpc(3, "tools/list")))["result"]
-    again = await raw.request(rpc(4, "initialize", INITIALIZE))
+    assert "tools" in (await raw.request(rpc("tools/list", None, 3)))["result"]
+    again = await raw.request(rpc("initialize", INITIALIZE, 4))
     assert again["error"]["code"] == -32600
     assert await raw.finish() == 0
 
@@ -363,7 +358,7 @@ async def test_a_long_line_is_refused_and_the_next_one_served(start: Any) -> Non
 
 async def tool_names(raw: RawStdio) -> set[str]:
     await raw.initialize()
-    return {tool["name"] for tool in (await raw.request(rpc(1, "tools/list")))["result"]["tools"]}
+    return {tool["name"] for tool in (await raw.request(rpc("tools/list", None, 1)))["result"]["tools"]}
 
 
 @pytest.mark.parametrize("spec", ["other", "tests.stdioapp.mcp.other"])
