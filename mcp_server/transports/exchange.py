@@ -13,7 +13,7 @@ from typing import Any
 
 from ..protocol.context import Context, SessionState
 from ..protocol.errors import INVALID_REQUEST, JSONRPCError
-from ..protocol.inflight import PENDING, InFlight
+from ..protocol.inflight import InFlight
 from ..protocol.jsonrpc import (
     IncomingMessage,
     JSONRPCRequest,
@@ -21,7 +21,7 @@ from ..protocol.jsonrpc import (
     error_response,
 )
 from ..protocol.notifications import handle_client_message
-from ..protocol.outbound import aremember_route, outbound
+from ..protocol.peer import RequestPeer
 from ..protocol.serving import start_request
 from ..registry.server import MCPServer
 from . import sse
@@ -32,33 +32,30 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 JSON_HEADERS = [(b"content-type", b"application/json")]
 
 
-class _RequestPeer:
+class _RequestPeer(RequestPeer):
     """Where one request's related messages go: onto its own POST's response."""
 
     def __init__(self, exchange: PostExchange) -> None:
         self.exchange = exchange
-        self.entry: InFlight | None = None
 
-    async def notify(self, message: dict[str, Any]) -> None:
-        if self.entry is not None and self.entry.state == PENDING:
-            self.exchange.queue.put_nowait(("message", message))
+    @property
+    def session_id(self) -> str | None:
+        return self.exchange.session.id
+
+    @property
+    def channel(self) -> str:
+        return self.exchange.channel
+
+    async def emit(self, message: dict[str, Any]) -> bool:
+        self.exchange.queue.put_nowait(("message", message))
+        return True
 
     async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
         if self.exchange.mode == "json":
             raise JSONRPCError(
                 INVALID_REQUEST, f"{method} needs a streamed response; RESPONSE_MODE is 'json'"
             )
-        session_id = self.exchange.session.id
-        request_id, future = outbound.new(session_id)
-        await aremember_route(session_id, request_id, self.exchange.channel)
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        self.exchange.queue.put_nowait(("message", message))
-        try:
-            return await future
-        finally:
-            outbound.discard(session_id, request_id)
+        return await super().request(method, params)
 
 
 class PostExchange:

@@ -27,8 +27,8 @@ from django.utils import timezone
 from ..conf import mcp_settings
 from ..models import Session
 from ..protocol.context import Context, SessionState
-from ..protocol.errors import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, JSONRPCError
-from ..protocol.inflight import CLOSED, PENDING, InFlight, closed_response, inflight
+from ..protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, JSONRPCError
+from ..protocol.inflight import CLOSED, InFlight, closed_response, inflight
 from ..protocol.jsonrpc import (
     JSONRPCRequest,
     JSONRPCResponse,
@@ -41,6 +41,7 @@ from ..protocol.jsonrpc import (
 )
 from ..protocol.notifications import handle_client_message
 from ..protocol.outbound import outbound
+from ..protocol.peer import RequestPeer
 from ..protocol.serving import answer_initialize, start_request
 from ..registry.server import MCPServer
 from ..sessions import TOUCH_EVERY, aend_session, state_of
@@ -137,30 +138,22 @@ class LineWriter:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
-class _StdioPeer:
+class _StdioPeer(RequestPeer):
     """Where one request's related messages go: the session's output, while the request is pending."""
 
     def __init__(self, session: StdioSession) -> None:
         self.session = session
-        self.entry: InFlight | None = None
 
-    async def notify(self, message: dict[str, Any]) -> None:
-        if self.entry is not None and self.entry.state == PENDING:
-            await self.session.writer.write(message)
+    @property
+    def session_id(self) -> str | None:
+        return self.session.state.id if self.session.state is not None else None
 
-    async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
-        assert self.session.state is not None
-        session_id = self.session.state.id
-        request_id, future = outbound.new(session_id)
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        try:
-            if not await self.session.writer.write(message):
-                raise JSONRPCError(CONNECTION_CLOSED, "Connection closed: the client stopped reading")
-            return await future
-        finally:
-            outbound.discard(session_id, request_id)
+    @property
+    def channel(self) -> str:
+        return self.session.channel
+
+    async def emit(self, message: dict[str, Any]) -> bool:
+        return bool(await self.session.writer.write(message))
 
 
 class StdioSession:

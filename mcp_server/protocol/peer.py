@@ -1,0 +1,55 @@
+"""``RequestPeer``: the transport side of one request, shared by the HTTP exchange and the stdio loop."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+from .errors import CONNECTION_CLOSED, JSONRPCError
+from .inflight import PENDING, InFlight
+from .outbound import aremember_route, outbound
+
+__all__ = ["RequestPeer"]
+
+
+class RequestPeer(ABC):
+    """Sends a request's related messages while it is pending, and its server-to-client requests.
+
+    Subclasses say how a message leaves (:meth:`emit`) and which session and channel the request has.
+    """
+
+    entry: InFlight | None = None
+
+    @property
+    @abstractmethod
+    def session_id(self) -> str | None:
+        """The session of the request (``None`` when stateless)."""
+
+    @property
+    def channel(self) -> str:
+        """The channel-layer name answers from other workers are sent to (empty: this process only)."""
+        return ""
+
+    @abstractmethod
+    async def emit(self, message: dict[str, Any]) -> bool:
+        """Send ``message`` on the request's way out; ``False`` when the client can no longer read it."""
+
+    async def notify(self, message: dict[str, Any]) -> None:
+        """Send a notification related to the request, unless the request has been settled."""
+        if self.entry is not None and self.entry.state == PENDING:
+            await self.emit(message)
+
+    async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        """Send a server-to-client request and wait for the client's result (from any worker)."""
+        session_id = self.session_id
+        request_id, future = outbound.new(session_id)
+        await aremember_route(session_id, request_id, self.channel)
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        try:
+            if not await self.emit(message):
+                raise JSONRPCError(CONNECTION_CLOSED, "Connection closed: the client stopped reading")
+            return await future
+        finally:
+            outbound.discard(session_id, request_id)
