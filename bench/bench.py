@@ -163,7 +163,10 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="mcp-bench-"))
     env: dict[str, str] = {}
     if args.redis:
-        env["REDIS_URL"] = "redis://127.0.0.1:6379/9"
+        env["REDIS_URL"] = "redis://127.0.0.1:6379/9"  # the benchmark's own database, emptied first
+        import redis
+
+        redis.Redis.from_url(env["REDIS_URL"]).flushdb()
     if args.postgres:
         env["DATABASE_URL"] = _postgres_database()
 
