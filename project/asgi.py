@@ -1,4 +1,4 @@
-"""ASGI entry point: the MCP endpoints at /mcp and /staff/mcp, everything else served by Django."""
+"""ASGI entry point: MCP at /mcp, /staff/mcp and /conformance/mcp; everything else served by Django."""
 
 import os
 from typing import Any
@@ -17,6 +17,8 @@ if settings.DEBUG:  # static files (the admin's CSS and JS) under ``daphne``, as
 
 from mcp_server import mcp  # noqa: E402  (after Django is set up)
 from mcp_server.routing import mcp_application  # noqa: E402
-from project.mcp_servers import staff  # noqa: E402
+from project.mcp_servers import conformance, staff  # noqa: E402
 
-application = mcp_application(django_application, servers={"mcp": mcp, "staff/mcp": staff})
+application = mcp_application(
+    django_application, servers={"mcp": mcp, "staff/mcp": staff, "conformance/mcp": conformance}
+)

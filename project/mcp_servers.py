@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from mcp_server import MCPServer
 
-__all__ = ["staff"]
+__all__ = ["conformance", "staff"]
 
 staff = MCPServer(
     "staff",
@@ -20,3 +20,10 @@ staff = MCPServer(
     ),
 )
 """Served at ``/staff/mcp``: the catalogue's models as read-only query tools, for staff."""
+
+conformance = MCPServer(
+    "conformance",
+    server_name="django-mcp-demo-conformance",
+    title="Fixtures of the official MCP conformance suite",
+)
+"""Served at ``/conformance/mcp``: every tool, resource and prompt the suite's server scenarios call."""

@@ -199,7 +199,7 @@ def serve(mode: str, workdir: Path, python: str = sys.executable) -> Iterator[st
             wait_for_port(port, process)
         except Exception as exc:
             raise RuntimeError(f"server failed to start:\n{log_path.read_text(errors='replace')}") from exc
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/conformance/mcp"
     finally:
         stop_process(process)
 

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 
 import httpx
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
@@ -133,3 +134,21 @@ async def test_structured_content_carries_a_text_copy() -> None:
     assert result["structuredContent"] == {"x": 1, "y": 2}
     assert result["content"][0]["text"] == '{"x": 1, "y": 2}'
     assert server.tools["where"].definition()["outputSchema"]["required"] == ["x", "y"]
+
+
+def test_a_server_can_include_another() -> None:
+    base, extra = MCPServer("base"), MCPServer("extra")
+
+    @extra.tool
+    async def ping_tool() -> str:
+        return "pong"
+
+    @extra.resource("extra://thing")
+    async def thing() -> str:
+        return "thing"
+
+    base.include(extra)
+    assert base.tools["ping_tool"] is extra.tools["ping_tool"]
+    assert base.find_resource("extra://thing") is not None
+    with pytest.raises(ImproperlyConfigured):
+        base.include(extra)

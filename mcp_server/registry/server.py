@@ -189,6 +189,20 @@ class MCPServer:
 
         return register
 
+    def include(self, other: MCPServer) -> None:
+        """Serve every handler registered on ``other`` from this server too (names must not clash)."""
+        self._add_all(self.tools, other.tools, "tool", "tools")
+        self._add_all(self.resources, other.resources, "resource", "resources")
+        self._add_all(self.prompts, other.prompts, "prompt", "prompts")
+        self._add_all(self.methods, other.methods, "method", None)
+        self._add_all(self.completions, other.completions, "completion", None)
+
+    def _add_all(
+        self, table: dict[Any, Any], entries: dict[Any, Any], kind: str, feature: str | None
+    ) -> None:
+        for key, entry in entries.items():
+            self._add(table, key, entry, kind, feature)
+
     def remove_tool(self, name: str) -> None:
         """Unregister a tool at run time; connected clients are told the list changed."""
         del self.tools[name]

@@ -13,8 +13,9 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from mcp_server import Audio, Context, Image, ToolError, mcp
+from mcp_server import Audio, Context, Image, MCPServer, ToolError
 from mcp_server.updates import anotify_resource_updated
+from project.mcp_servers import conformance
 
 from .assets import png_pixel, wav_silence
 
@@ -35,25 +36,25 @@ def _png() -> Image:
 # -- tools ------------------------------------------------------------------------------------------
 
 
-@mcp.tool(structured_output=False)
+@conformance.tool(structured_output=False)
 async def test_simple_text() -> str:
     """Returns one text block (tools-call-simple-text)."""
     return "This is a simple text response for testing."
 
 
-@mcp.tool(structured_output=False)
+@conformance.tool(structured_output=False)
 async def test_image_content() -> Image:
     """Returns a 1x1 PNG image block (tools-call-image)."""
     return _png()
 
 
-@mcp.tool(structured_output=False)
+@conformance.tool(structured_output=False)
 async def test_audio_content() -> Audio:
     """Returns a short WAV audio block (tools-call-audio)."""
     return Audio(wav_silence(), mime_type="audio/wav")
 
 
-@mcp.tool(structured_output=False)
+@conformance.tool(structured_output=False)
 async def test_embedded_resource() -> dict[str, Any]:
     """Returns an embedded text resource (tools-call-embedded-resource)."""
     return {
@@ -66,7 +67,7 @@ async def test_embedded_resource() -> dict[str, Any]:
     }
 
 
-@mcp.tool(structured_output=False)
+@conformance.tool(structured_output=False)
 async def test_multiple_content_types() -> list[Any]:
     """Returns text, an image and an embedded JSON resource (tools-call-mixed-content)."""
     return [
@@ -83,7 +84,7 @@ async def test_multiple_content_types() -> list[Any]:
     ]
 
 
-@mcp.tool(structured_output=False)
+@conformance.tool(structured_output=False)
 async def test_tool_with_logging(ctx: Context) -> str:
     """Sends three info log messages while it runs (tools-call-with-logging)."""
     await ctx.info("Tool execution started")
@@ -94,7 +95,7 @@ async def test_tool_with_logging(ctx: Context) -> str:
     return "Tool with logging executed successfully"
 
 
-@mcp.tool(structured_output=False)
+@conformance.tool(structured_output=False)
 async def test_tool_with_progress(ctx: Context) -> str:
     """Reports progress 0, 50 and 100 of 100 (tools-call-with-progress)."""
     for step, value in enumerate((0, 50, 100)):
@@ -104,7 +105,7 @@ async def test_tool_with_progress(ctx: Context) -> str:
     return f"Progress reported for token {ctx.progress_token}"
 
 
-@mcp.tool(structured_output=False)
+@conformance.tool(structured_output=False)
 async def test_error_handling() -> str:
     """Always fails: an ``isError`` result (tools-call-error)."""
     raise ToolError("This tool intentionally returns an error for testing")
@@ -117,7 +118,7 @@ def _sampled_text(result: dict[str, Any]) -> str:
     return " ".join(texts) or json.dumps(content)
 
 
-@mcp.tool(structured_output=False)
+@conformance.tool(structured_output=False)
 async def test_sampling(
     prompt: Annotated[str, Field(description="The prompt to send to the LLM")], ctx: Context
 ) -> str:
@@ -131,7 +132,7 @@ def _elicited(prefix: str, result: dict[str, Any]) -> str:
     return f"{prefix}: action={result.get('action')}, content={content}"
 
 
-@mcp.tool(structured_output=False)
+@conformance.tool(structured_output=False)
 async def test_elicitation(
     message: Annotated[str, Field(description="The message to show the user")], ctx: Context
 ) -> str:
@@ -147,7 +148,7 @@ async def test_elicitation(
     return _elicited("User response", await ctx.elicit(message, schema))
 
 
-@mcp.tool(structured_output=False)
+@conformance.tool(structured_output=False)
 async def test_elicitation_sep1034_defaults(ctx: Context) -> str:
     """Elicits fields of every primitive type, each with a default (elicitation-sep1034-defaults)."""
     schema = {
@@ -174,7 +175,7 @@ def _titled(*pairs: tuple[str, str]) -> list[dict[str, str]]:
     return [{"const": value, "title": title} for value, title in pairs]
 
 
-@mcp.tool(structured_output=False)
+@conformance.tool(structured_output=False)
 async def test_elicitation_sep1330_enums(ctx: Context) -> str:
     """Elicits the five enum shapes of SEP-1330 (elicitation-sep1330-enums)."""
     options = ["option1", "option2", "option3"]
@@ -242,7 +243,7 @@ JSON_SCHEMA_2020_12: dict[str, Any] = {
 """An input schema using JSON Schema 2020-12 keywords that must survive ``tools/list`` unchanged."""
 
 
-@mcp.tool(structured_output=False, input_schema=JSON_SCHEMA_2020_12)
+@conformance.tool(structured_output=False, input_schema=JSON_SCHEMA_2020_12)
 async def json_schema_2020_12_tool(
     name: str | None = None,
     address: dict[str, str] | None = None,
@@ -259,57 +260,57 @@ async def json_schema_2020_12_tool(
 # -- resources --------------------------------------------------------------------------------------
 
 
-@mcp.resource("test://static-text", name="Static Text Resource", mime_type="text/plain")
+@conformance.resource("test://static-text", name="Static Text Resource", mime_type="text/plain")
 async def static_text() -> str:
     """A static text resource (resources-read-text)."""
     return "This is the content of the static text resource."
 
 
-@mcp.resource("test://static-binary", name="Static Binary Resource", mime_type="image/png")
+@conformance.resource("test://static-binary", name="Static Binary Resource", mime_type="image/png")
 async def static_binary() -> bytes:
     """A static binary resource: a 1x1 PNG (resources-read-binary)."""
     return png_pixel()
 
 
-@mcp.resource("test://template/{id}/data", name="Resource Template", mime_type="application/json")
+@conformance.resource("test://template/{id}/data", name="Resource Template", mime_type="application/json")
 async def template_data(id: str) -> dict[str, Any]:
     """A resource template whose content repeats its ``id`` (resources-templates-read)."""
     return {"id": id, "templateTest": True, "data": f"Data for ID: {id}"}
 
 
-@mcp.resource(WATCHED_URI, name="Watched Resource", mime_type="text/plain")
+@conformance.resource(WATCHED_URI, name="Watched Resource", mime_type="text/plain")
 async def watched_resource() -> str:
     """A resource clients subscribe to (resources-subscribe, resources-unsubscribe)."""
     return _watched_text
 
 
-async def notify_watched_resource_changed(text: str) -> int:
+async def notify_watched_resource_changed(text: str, server: MCPServer = conformance) -> int:
     """Change the watched resource and tell its subscribers; returns how many sessions were told."""
     global _watched_text
     _watched_text = text
-    return await anotify_resource_updated(WATCHED_URI)
+    return await anotify_resource_updated(WATCHED_URI, server)
 
 
-@mcp.tool(structured_output=False)
-async def update_watched_resource(text: str) -> str:
+@conformance.tool(structured_output=False)
+async def update_watched_resource(text: str, ctx: Context) -> str:
     """Changes test://watched-resource and sends notifications/resources/updated to its subscribers.
 
     Not called by the suite: it lets a client (or a test) see subscriptions at work.
     """
-    told = await notify_watched_resource_changed(text)
+    told = await notify_watched_resource_changed(text, ctx.server)
     return f"Updated {WATCHED_URI}; notified {told} subscribed session(s)"
 
 
 # -- prompts ----------------------------------------------------------------------------------------
 
 
-@mcp.prompt
+@conformance.prompt
 async def test_simple_prompt() -> str:
     """A simple prompt without arguments (prompts-get-simple)."""
     return "This is a simple prompt for testing."
 
 
-@mcp.prompt
+@conformance.prompt
 async def test_prompt_with_arguments(
     arg1: Annotated[str, Field(description="First test argument")],
     arg2: Annotated[str, Field(description="Second test argument")],
@@ -318,7 +319,7 @@ async def test_prompt_with_arguments(
     return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
 
 
-@mcp.prompt
+@conformance.prompt
 async def test_prompt_with_embedded_resource(
     resourceUri: Annotated[str, Field(description="URI of the resource to embed")],
 ) -> list[dict[str, Any]]:
@@ -334,7 +335,7 @@ async def test_prompt_with_embedded_resource(
     ]
 
 
-@mcp.prompt
+@conformance.prompt
 async def test_prompt_with_image() -> list[Any]:
     """A prompt carrying an image (prompts-get-with-image)."""
     return [_png(), "Please analyze the image above."]
@@ -345,13 +346,13 @@ async def test_prompt_with_image() -> list[Any]:
 _ARG_SUGGESTIONS = ["paris", "park", "party", "test", "testing", "tested"]
 
 
-@mcp.completion(prompt="test_prompt_with_arguments")
+@conformance.completion(prompt="test_prompt_with_arguments")
 async def complete_prompt_arguments(argument: str, value: str, context: dict[str, str]) -> list[str]:
     """Suggestions for ``test_prompt_with_arguments`` arguments that start with what was typed."""
     return [s for s in _ARG_SUGGESTIONS if s.startswith(value.lower())]
 
 
-@mcp.completion(resource="test://template/{id}/data")
+@conformance.completion(resource="test://template/{id}/data")
 async def complete_template_id(argument: str, value: str, context: dict[str, str]) -> list[str]:
     """Suggestions for the ``id`` of the resource template."""
     return [i for i in ("1", "2", "3", "123") if i.startswith(value)]

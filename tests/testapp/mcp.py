@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from mcp_server import Context, mcp
+from project.mcp_servers import conformance
 
 
 @mcp.tool
@@ -110,3 +111,7 @@ async def raw_notify(params: dict[str, Any]) -> dict[str, Any]:
     if "uri" in params:
         return {"notified": await anotify_resource_updated(str(params["uri"]))}
     return {"notified": await anotify_list_changed(str(params["feature"]))}
+
+
+# The test site also serves the conformance fixtures at /mcp, so that live-server tests can use them there.
+mcp.include(conformance)
