@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING, Any
 from mcp_types.methods import parse_client_request, serialize_server_result
 from pydantic import ValidationError
 
-from .context import Context
+from .context import Context, SessionState
 from .errors import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, JSONRPCError
 from .guarantee import answer, deadline_for, name_of
 from .inflight import ANSWERED, CLOSED, Deliver, InFlight, inflight
 from .jsonrpc import JSONRPCRequest, error_response, result_response
 from .lifecycle import initialize_result
+from .peer import RequestPeer
 from .versions import negotiate
 
 if TYPE_CHECKING:
@@ -73,25 +74,45 @@ async def answer_initialize(
     return response, session
 
 
-async def start_request(ctx: Context, deliver: Deliver, *, channel: str = "") -> InFlight:
-    """Record ``ctx``'s request in the ledger and serve it in its own task; its answer goes to ``deliver``.
+async def start_request(
+    message: JSONRPCRequest,
+    *,
+    server: MCPServer,
+    session: SessionState,
+    peer: RequestPeer,
+    deliver: Deliver,
+    user: Any = None,
+    request: Any = None,
+    channel: str = "",
+) -> InFlight:
+    """Record a request in the ledger and serve it in its own task; its answer goes to ``deliver``.
 
-    Raises ``JSONRPCError`` (-32600) when the id is already in flight in the session. The task starts at the
-    caller's next ``await``, so the caller may still attach the entry to its peer.
+    Raises ``JSONRPCError`` (-32600) when the id is already in flight in the session.
     """
+    ctx = Context(
+        server=server,
+        session=session,
+        request_id=message.id,
+        method=message.method,
+        params=message.params or {},
+        peer=peer,
+        request=request,
+        user=user,
+    )
     seconds = deadline_for(ctx)
     entry = await inflight.open(
-        ctx.session.id,
-        ctx.request_id,
-        ctx.method,
+        session.id,
+        message.id,
+        message.method,
         deliver,
-        name=name_of(ctx.method, ctx.params),
-        user_id=getattr(ctx.user, "pk", None),
+        name=name_of(message.method, ctx.params),
+        user_id=getattr(user, "pk", None),
         channel=channel,
         seconds=seconds,
     )
+    peer.entry = entry
     entry.task = asyncio.create_task(
-        serve_request(entry, ctx, seconds), name=f"mcp {ctx.method} {ctx.request_id!r}"
+        serve_request(entry, ctx, seconds), name=f"mcp {message.method} {message.id!r}"
     )
     return entry
 

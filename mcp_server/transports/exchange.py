@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..protocol.context import Context, SessionState
+from ..protocol.context import SessionState
 from ..protocol.errors import INVALID_REQUEST, JSONRPCError
 from ..protocol.inflight import InFlight
 from ..protocol.jsonrpc import (
@@ -102,23 +102,20 @@ class PostExchange:
         await self._drain(open_count)
 
     async def _start(self, message: JSONRPCRequest) -> int:
-        peer = _RequestPeer(self)
-        ctx = Context(
-            server=self.server,
-            session=self.session,
-            request_id=message.id,
-            method=message.method,
-            params=message.params or {},
-            peer=peer,
-            request=self.request,
-            user=self.user,
-        )
         try:
-            entry = await start_request(ctx, self._deliver, channel=self.channel)
+            await start_request(
+                message,
+                server=self.server,
+                session=self.session,
+                peer=_RequestPeer(self),
+                deliver=self._deliver,
+                user=self.user,
+                request=self.request,
+                channel=self.channel,
+            )
         except JSONRPCError as exc:
             self.queue.put_nowait(("message", error_response(message.id, exc)))
             return 0
-        peer.entry = entry
         return 1
 
     async def _deliver(self, entry: InFlight, response: dict[str, Any] | None) -> None:

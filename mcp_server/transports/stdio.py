@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from ..conf import mcp_settings
 from ..models import Session
-from ..protocol.context import Context, SessionState
+from ..protocol.context import SessionState
 from ..protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, JSONRPCError
 from ..protocol.inflight import CLOSED, InFlight, closed_response, inflight
 from ..protocol.jsonrpc import (
@@ -272,22 +272,19 @@ class StdioSession:
                 error = JSONRPCError(INVALID_REQUEST, "Invalid request: send initialize first")
                 await self.writer.write(error_response(message.id, error))
             return
-        peer = _StdioPeer(self)
-        ctx = Context(
-            server=self.server,
-            session=self.state,
-            request_id=message.id,
-            method=message.method,
-            params=message.params or {},
-            peer=peer,
-            user=self.user,
-        )
         try:
-            entry = await start_request(ctx, self._deliver, channel=self.channel)
+            entry = await start_request(
+                message,
+                server=self.server,
+                session=self.state,
+                peer=_StdioPeer(self),
+                deliver=self._deliver,
+                user=self.user,
+                channel=self.channel,
+            )
         except JSONRPCError as exc:
             await self.writer.write(error_response(message.id, exc))
             return
-        peer.entry = entry
         self.open.add(entry)
         self._idle.clear()
 
