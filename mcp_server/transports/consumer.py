@@ -152,10 +152,11 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         method = self.scope.get("method", "GET").upper()
         try:
             check_origin_and_host(headers)
+            request = ASGIRequest(self.scope, io.BytesIO(body))
             if method in ("POST", "GET", "DELETE"):
-                await self._authenticate()
+                await self._authenticate(request)
             if method == "POST":
-                await self._post(headers, body)
+                await self._post(headers, body, request)
             elif method == "GET":
                 await self._get(headers)
             elif method == "DELETE":
@@ -172,9 +173,8 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             else:
                 await self.send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _authenticate(self) -> None:
+    async def _authenticate(self, request: ASGIRequest) -> None:
         """Who is calling (``self.user``, ``self.auth``); 401 with ``WWW-Authenticate`` when refused."""
-        request = ASGIRequest(self.scope, io.BytesIO())
         resource_path = self.scope.get("path", "/mcp").rstrip("/") or "/"
         try:
             self.user, self.auth = await authenticate_request(request, resource_path=resource_path)
@@ -202,10 +202,9 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             raise HTTPProblem(404, "Session not found", code=-32001)
         return state_of(session)
 
-    async def _post(self, headers: Headers, body: bytes) -> None:
+    async def _post(self, headers: Headers, body: bytes, request: ASGIRequest) -> None:
         messages, is_batch, initialize = parse_post(headers, body)
         user = self.user if self.user is not None else AnonymousUser()
-        request = ASGIRequest(self.scope, io.BytesIO(body))
         request.user = user
         request.auth = self.auth  # type: ignore[attr-defined]  # as DRF names it: the token, if any
         if initialize is not None:
