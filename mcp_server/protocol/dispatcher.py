@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from mcp_types.methods import parse_client_request, serialize_server_result
@@ -153,6 +154,12 @@ def _validate(ctx: Context) -> None:
         raise JSONRPCError(INVALID_PARAMS, f"Invalid params for {ctx.method}: {detail}") from exc
 
 
+@lru_cache(maxsize=256)
+def _takes_context(handler: Callable[..., Any]) -> bool:
+    """Whether a raw method handler is ``(params, ctx)`` rather than ``(params)`` (read once per handler)."""
+    return len(inspect.signature(handler).parameters) > 1
+
+
 async def dispatch(ctx: Context) -> dict[str, Any] | None:
     """Run the method ``ctx`` names and return its result (``None`` only from a raw method)."""
     builtin = BUILTINS.get(ctx.method)
@@ -167,8 +174,11 @@ async def dispatch(ctx: Context) -> dict[str, Any] | None:
     raw = ctx.server.methods.get(ctx.method)
     if raw is None:
         raise JSONRPCError(METHOD_NOT_FOUND, f"Method not found: {ctx.method}")
-    takes_context = len(inspect.signature(raw).parameters) > 1
-    value = await call_handler(raw, ctx.params, ctx) if takes_context else await call_handler(raw, ctx.params)
+    value = (
+        await call_handler(raw, ctx.params, ctx)
+        if _takes_context(raw)
+        else await call_handler(raw, ctx.params)
+    )
     if value is not None and not isinstance(value, dict):
         raise JSONRPCError(-32603, f"Method {ctx.method} returned {type(value).__name__}, not an object")
     return value

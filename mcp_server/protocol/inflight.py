@@ -14,7 +14,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from channels.layers import get_channel_layer
@@ -71,6 +71,7 @@ class InFlight:
     deliver: Deliver
     task: asyncio.Task[Any] | None = None
     state: str = PENDING
+    local_key: tuple[str | None, str] = ("", "")
 
     @property
     def session_id(self) -> str | None:
@@ -136,8 +137,8 @@ class InFlightTable:
         except DuplicateRequest:
             raise duplicate from None
         entry = InFlight(record=record, request_id=request_id, deliver=deliver)
-        local_key = entry.key if session_id is not None else (None, f"{key}#{id(entry)}")
-        self._entries[local_key] = entry
+        entry.local_key = entry.key if session_id is not None else (None, f"{key}#{id(entry)}")
+        self._entries[entry.local_key] = entry
         self._start_maintenance()
         return entry
 
@@ -146,15 +147,19 @@ class InFlightTable:
         if entry.state != PENDING:
             return False
         ledger = get_ledger()
-        if not await ledger.asettle(entry.record, state, outcome_of(response)):
+        try:
+            won = await ledger.asettle(entry.record, state, outcome_of(response))
+        except Exception:  # the ledger is out of reach: the reply matters more than its record
+            logger.exception("ledger unreachable; settling %r in this process only", entry.request_id)
+            return await self._finish(entry, state, response)
+        if not won:
             stored = await ledger.aget(entry.record)
             if stored is not None and stored.state != PENDING:
                 await self._finish(
                     entry, stored.state, response_from(entry.request_id, stored.state, stored.outcome)
                 )
             return False
-        await self._finish(entry, state, response)
-        return True
+        return await self._finish(entry, state, response)
 
     async def settle_record(self, record: LedgerRecord, state: str, response: dict[str, Any] | None) -> bool:
         """Settle a request that this or any other process serves, and route its reply to its exchange."""
@@ -186,14 +191,13 @@ class InFlightTable:
         if entry is not None:
             await self._finish(entry, state, response)
 
-    async def _finish(self, entry: InFlight, state: str, response: dict[str, Any] | None) -> None:
+    async def _finish(self, entry: InFlight, state: str, response: dict[str, Any] | None) -> bool:
+        """The local compare-and-set: the first caller delivers, later ones do nothing."""
         if entry.state != PENDING:
-            return
+            return False
         entry.state = state
-        for local_key, held in list(self._entries.items()):
-            if held is entry:
-                del self._entries[local_key]
-                break
+        if self._entries.get(entry.local_key) is entry:
+            del self._entries[entry.local_key]
         if (
             state not in (ANSWERED, TIMED_OUT)
             and entry.task is not None
@@ -201,6 +205,7 @@ class InFlightTable:
         ):
             entry.task.cancel()
         await entry.deliver(entry, response)
+        return True
 
     async def cancel(self, session_id: str | None, request_id: RequestId) -> bool:
         """The client cancelled: stop the handler wherever it runs and send nothing for that id."""
@@ -255,14 +260,18 @@ class InFlightTable:
         renewed = await ledger.arenew_leases(
             WORKER_ID, now + timedelta(seconds=float(mcp_settings.LEASE_TIMEOUT))
         )
-        orphans = 0
-        for record in await ledger.aexpired(now):
-            if record.worker != WORKER_ID:
-                orphans += await self.settle_record(
-                    record, CLOSED, closed_response(record.request_id, "the worker serving it stopped")
-                )
+        orphans = await self.settle_orphans(now)
         pruned = await ledger.aprune(now - timedelta(seconds=float(mcp_settings.LEDGER_RETENTION)))
         return {"renewed": renewed, "orphans": orphans, "pruned": pruned}
+
+    async def settle_orphans(self, now: datetime) -> int:
+        """Close, with -32000, the pending requests of other workers whose lease ran out."""
+        orphans = 0
+        for record in await get_ledger().aexpired(now):
+            if record.worker != WORKER_ID:
+                reply = closed_response(record.request_id, "the worker serving it stopped")
+                orphans += await self.settle_record(record, CLOSED, reply)
+        return orphans
 
 
 inflight = InFlightTable()

@@ -11,7 +11,7 @@ from django.core.cache import caches
 
 from ..conf import mcp_settings
 from .errors import JSONRPCError
-from .jsonrpc import JSONRPCResponse, RequestId, WireError
+from .jsonrpc import JSONRPCResponse, RequestId, WireError, parse_message
 
 __all__ = ["OutboundTable", "aforward_answer", "aremember_route", "outbound"]
 
@@ -69,6 +69,14 @@ class OutboundTable:
     def discard(self, session_id: str | None, request_id: RequestId) -> None:
         """Forget a request (answered, cancelled or timed out)."""
         self._waiting.pop((session_id, repr(request_id)), None)
+
+    def resolve_forwarded(self, session_id: str | None, payload: dict[str, Any]) -> bool:
+        """Resolve with an answer another worker forwarded (see :func:`aforward_answer`)."""
+        try:
+            message = parse_message(payload)
+        except JSONRPCError:
+            return False
+        return isinstance(message, JSONRPCResponse | WireError) and self.resolve(session_id, message)
 
     def resolve(self, session_id: str | None, message: JSONRPCResponse | WireError) -> bool:
         """Hand the client's answer to the waiting handler; ``False`` when nobody waits for it."""

@@ -22,7 +22,7 @@ from ..conf import mcp_settings
 from ..protocol.context import SessionState
 from ..protocol.errors import INTERNAL_ERROR, JSONRPCError
 from ..protocol.inflight import inflight
-from ..protocol.jsonrpc import JSONRPCResponse, WireError, dumps, error_response, parse_message
+from ..protocol.jsonrpc import dumps, error_response
 from ..protocol.outbound import outbound
 from ..protocol.versions import DEFAULT_HEADER_VERSION, SUPPORTED_VERSIONS
 from ..registry.server import MCPServer
@@ -129,9 +129,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
 
     async def mcp_answer(self, message: dict[str, Any]) -> None:
         """The client's answer to a server-to-client request of this exchange, posted to another worker."""
-        answer = parse_message(message["message"])
-        if isinstance(answer, JSONRPCResponse | WireError):
-            outbound.resolve(message["session_id"], answer)
+        outbound.resolve_forwarded(message["session_id"], message["message"])
 
     async def mcp_session_closed(self, message: dict[str, Any]) -> None:
         """The session ended (on any worker): close the GET stream."""

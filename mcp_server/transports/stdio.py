@@ -31,8 +31,6 @@ from ..protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, JSONRPCError
 from ..protocol.inflight import CLOSED, InFlight, closed_response, inflight
 from ..protocol.jsonrpc import (
     JSONRPCRequest,
-    JSONRPCResponse,
-    WireError,
     decode_body,
     dumps,
     error_response,
@@ -341,9 +339,7 @@ class StdioSession:
                         message["session_id"], message["key"], message["state"], message["response"]
                     )
                 elif kind == "mcp.answer":
-                    answer = parse_message(message["message"])
-                    if isinstance(answer, JSONRPCResponse | WireError):
-                        outbound.resolve(message["session_id"], answer)
+                    outbound.resolve_forwarded(message["session_id"], message["message"])
                 elif kind == "mcp.message":
                     await self.writer.write(message["message"])
                 elif kind == "mcp.session.closed" and not self._stopping.is_set():
@@ -369,12 +365,7 @@ class StdioSession:
                 await aend_session(self.state.id, reason)
             except Exception:
                 logger.exception("could not end session %s", self.state.id)
-        for entry in list(self.open):  # whatever the ledger could not reach
-            response = closed_response(entry.request_id, reason)
-            try:
-                await inflight.settle(entry, CLOSED, response)
-            except Exception:  # the ledger is out of reach: answer all the same
-                logger.exception("could not settle %r in the ledger", entry.request_id)
-                await self._deliver(entry, response)
+        for entry in list(self.open):  # whatever ending the session could not reach
+            await inflight.settle(entry, CLOSED, closed_response(entry.request_id, reason))
         if tasks:
             await asyncio.wait(tasks, timeout=1.0)

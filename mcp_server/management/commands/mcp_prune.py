@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from mcp_server.conf import mcp_settings
 from mcp_server.ledger import get_ledger
-from mcp_server.protocol.inflight import CLOSED, closed_response, inflight
+from mcp_server.protocol.inflight import inflight
 
 
 class Command(BaseCommand):
@@ -35,11 +35,7 @@ class Command(BaseCommand):
         )
 
     async def _run(self, retention: float) -> dict[str, int]:
-        ledger = get_ledger()
         now = timezone.now()
-        orphans = 0
-        for record in await ledger.aexpired(now):
-            reply = closed_response(record.request_id, "the worker serving it stopped")
-            orphans += await inflight.settle_record(record, CLOSED, reply)
-        pruned = await ledger.aprune(now - timedelta(seconds=retention))
+        orphans = await inflight.settle_orphans(now)
+        pruned = await get_ledger().aprune(now - timedelta(seconds=retention))
         return {"pruned": pruned, "orphans": orphans}
