@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.core.cache import caches
@@ -131,3 +132,28 @@ async def test_cache_listing_passes_a_gap_left_by_a_dead_worker() -> None:
     after = await ledger.aopen(record(None, 3))
     assert [r.pk for r in await ledger.apending()] == [after.pk]
     assert ledger.cache.get(ledger._k("plow")) == after.pk
+
+
+class UnreachableLedger(DatabaseLedger):
+    """Records requests, then loses its connection before they settle."""
+
+    async def asettle(self, record: LedgerRecord, state: str, outcome: dict[str, object] | None) -> bool:
+        raise ConnectionError("database went away")
+
+
+async def test_a_request_is_answered_once_even_when_the_ledger_is_out_of_reach(settings: Any) -> None:
+    from mcp_server.protocol.inflight import InFlight, InFlightTable
+
+    settings.MCP_SERVER = {"LEDGER_BACKEND": "tests.test_ledger.UnreachableLedger"}
+    delivered: list[dict[str, Any] | None] = []
+
+    async def deliver(entry: InFlight, response: dict[str, Any] | None) -> None:
+        delivered.append(response)
+
+    table = InFlightTable()
+    entry = await table.open(None, 1, "tools/call", deliver)
+    reply = {"jsonrpc": "2.0", "id": 1, "result": {}}
+    assert await table.settle(entry, State.ANSWERED, reply)
+    assert not await table.settle(entry, State.CLOSED, {"jsonrpc": "2.0", "id": 1, "error": {}})
+    assert delivered == [reply]
+    assert len(table) == 0
