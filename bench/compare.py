@@ -1,0 +1,233 @@
+"""Side by side with the official MCP Python SDK: the same echo tool, the same load, alternating servers.
+
+Starts the SDK's streamable-HTTP server (``bench/sdk_server.py``) and this project's server (the test site,
+``DEBUG`` off), one worker process each under the same ASGI server, and drives each in turn with
+``bench/loadgen.py`` (a separate process). Every round runs both servers back to back, alternating which goes
+first; the figures are the median over rounds. CPU time per request is the server process's user + system
+time over the run divided by its requests: the steadier figure on a shared machine.
+
+    .venv/bin/python bench/compare.py                         # the default comparisons
+    .venv/bin/python bench/compare.py --postgres --redis      # this project on PostgreSQL + Redis
+    .venv/bin/python bench/compare.py --only c16 --rounds 5 --requests 4000
+
+Then a guarantee run against this project (1 call in 10 slow and cancelled): sent, answered, cancelled,
+duplicated, missing, left pending.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.live import free_port, migrated_template, stop_process, wait_for_port  # noqa: E402
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Server:
+    label: str
+    process: subprocess.Popen[bytes]
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
+
+
+def start(label: str, app: str, env: dict[str, str], asgi_server: str, log: Path) -> Server:
+    port = free_port()
+    if asgi_server == "daphne":
+        command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), app]
+    else:
+        command = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port)]
+        command += ["--log-level", "warning", "--no-access-log"]
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    wait_for_port(port, process)
+    return Server(label, process, port)
+
+
+def ours_env(workdir: Path, mode: str, postgres: str | None, redis: str | None, name: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    if postgres:
+        database = postgres
+    else:
+        path = workdir / f"{name}.sqlite3"
+        shutil.copy(migrated_template(workdir), path)
+        database = f"sqlite:///{path}"
+    env.update(
+        DJANGO_SETTINGS_MODULE="tests.settings",
+        DJANGO_DEBUG="0",
+        DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost",
+        DATABASE_URL=database,
+        MCP_TEST_OVERRIDES=json.dumps({"RESPONSE_MODE": mode}),
+        PYTHONPATH=str(ROOT),
+    )
+    if redis:
+        env["REDIS_URL"] = redis
+    return env
+
+
+def load(server: Server, concurrency: int, requests: int) -> dict[str, Any]:
+    cpu_before = server.cpu_seconds()
+    command = [sys.executable, str(ROOT / "bench" / "loadgen.py"), "--url", server.url]
+    command += ["--concurrency", str(concurrency), "--requests", str(requests)]
+    done = subprocess.run(
+        command,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    figures: dict[str, Any] = json.loads(done.stdout)
+    figures["cpu_ms"] = (server.cpu_seconds() - cpu_before) * 1000 / requests
+    return figures
+
+
+def compare(
+    ours: Server, sdk: Server, concurrency: int, requests: int, rounds: int
+) -> dict[str, dict[str, float]]:
+    """Median figures of both servers over ``rounds`` alternating rounds (after one warm-up each)."""
+    for server in (ours, sdk):
+        load(server, concurrency, max(200, requests // 5))
+    runs: dict[str, list[dict[str, Any]]] = {ours.label: [], sdk.label: []}
+    for n in range(rounds):
+        order = (ours, sdk) if n % 2 == 0 else (sdk, ours)
+        for server in order:
+            runs[server.label].append(load(server, concurrency, requests))
+    summary: dict[str, dict[str, float]] = {}
+    for label, results in runs.items():
+        summary[label] = {
+            key: statistics.median(r[key] for r in results) for key in ("rps", "p50", "p99", "cpu_ms")
+        }
+        summary[label]["bad"] = sum(r["missing"] + r["duplicated"] + r["http_errors"] for r in results)
+    return summary
+
+
+def print_comparison(title: str, ours: str, sdk: str, summary: dict[str, dict[str, float]]) -> None:
+    print(f"\n{title}")
+    print(f"  {'server':28} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'CPU ms/req':>10} {'bad':>4}")
+    for label in (sdk, ours):
+        s = summary[label]
+        print(
+            f"  {label:28} {s['rps']:>8.0f} {s['p50']:>8.1f} {s['p99']:>8.1f} {s['cpu_ms']:>10.2f} "
+            f"{int(s['bad']):>4}"
+        )
+    o, k = summary[ours], summary[sdk]
+    print(
+        f"  ratio ours/sdk: throughput {o['rps'] / k['rps']:.2f}x, p50 {o['p50'] / k['p50']:.2f}x, "
+        f"p99 {o['p99'] / k['p99']:.2f}x, CPU per request {o['cpu_ms'] / k['cpu_ms']:.2f}x"
+    )
+
+
+def guarantee_counts(server: Server, requests: int) -> None:
+    """Cancels mixed into the load: every id answered once or cancelled, nothing left pending."""
+    import asyncio
+
+    from bench.bench import drive
+    from tests.live import LiveServer
+
+    live = LiveServer(port=server.port, process=server.process, log_path=Path(os.devnull), env={})
+    result = asyncio.run(drive(live, 8, requests, 10))
+    c = result["counts"]
+    print(
+        f"\nguarantee ({server.label}, concurrency 8, 1 call in 10 slow and cancelled): sent {c.sent}, "
+        f"answered {c.answered}, cancelled {c.cancelled}, duplicated {c.duplicated}, missing {c.missing}, "
+        f"left pending: memory {result['pending_memory']}, ledger {result['pending_ledger']}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--requests", type=int, default=3000, help="requests per run (default 3000)")
+    parser.add_argument("--asgi-server", default="uvicorn", choices=["uvicorn", "daphne"])
+    parser.add_argument("--postgres", action="store_true", help="this project on a fresh PostgreSQL database")
+    parser.add_argument(
+        "--redis", action="store_true", help="this project's channel layer and cache on Redis"
+    )
+    parser.add_argument("--only", default="", help="comma-separated subset of: c16, c1, sse")
+    parser.add_argument("--no-guarantee", action="store_true", help="skip the guarantee run")
+    args = parser.parse_args()
+    only = set(filter(None, args.only.split(",")))
+    workdir = Path(tempfile.mkdtemp(prefix="mcp-compare-"))
+    postgres = _postgres_database() if args.postgres else None
+    redis = "redis://127.0.0.1:6379/9" if args.redis else None
+    if redis:
+        import redis as redis_client
+
+        redis_client.Redis.from_url(redis).flushdb()
+    backend = f"{'postgres' if postgres else 'sqlite'}+{'redis' if redis else 'memory'}"
+    print(
+        f"{args.rounds} alternating rounds of {args.requests} tools/call per server, {args.asgi_server}, "
+        f"one worker process each; this project on {backend}"
+    )
+    plans = [
+        ("c16", "auto", "json", 16),
+        ("c1", "auto", "json", 1),
+        ("sse", "sse", "sse", 16),
+    ]
+    sdk_env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    ours_servers: dict[str, Server] = {}
+    sdk_servers: dict[str, Server] = {}
+    try:
+        for name, mode, sdk_mode, concurrency in plans:
+            if only and name not in only:
+                continue
+            if mode not in ours_servers:
+                env = ours_env(workdir, mode, postgres, redis, f"ours-{mode}")
+                ours_servers[mode] = start(
+                    f"this project ({mode})",
+                    "project.asgi:application",
+                    env,
+                    args.asgi_server,
+                    workdir / f"ours-{mode}.log",
+                )
+            if sdk_mode not in sdk_servers:
+                sdk_servers[sdk_mode] = start(
+                    f"official SDK ({sdk_mode})",
+                    f"bench.sdk_server:{sdk_mode}_app",
+                    sdk_env,
+                    "uvicorn",
+                    workdir / f"sdk-{sdk_mode}.log",
+                )
+            ours, sdk = ours_servers[mode], sdk_servers[sdk_mode]
+            requests = args.requests if concurrency > 1 else max(300, args.requests // 5)
+            summary = compare(ours, sdk, concurrency, requests, args.rounds)
+            print_comparison(
+                f"concurrency {concurrency}: {ours.label} vs {sdk.label}", ours.label, sdk.label, summary
+            )
+        if not args.no_guarantee and "auto" in ours_servers:
+            guarantee_counts(ours_servers["auto"], 400)
+    finally:
+        for server in [*ours_servers.values(), *sdk_servers.values()]:
+            stop_process(server.process)
+
+
+def _postgres_database() -> str:
+    from bench.bench import _postgres_database as create
+
+    return create()
+
+
+if __name__ == "__main__":
+    main()
