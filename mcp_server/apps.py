@@ -20,3 +20,8 @@ class MCPServerConfig(AppConfig):
             from .auth import admin as token_admin  # noqa: F401  (registers the access-token admin)
 
         autodiscover_modules("mcp")
+
+        from .runtime import Runtime
+
+        self.runtime = Runtime(freeze_gc=True)
+        """This process's MCP runtime (see :func:`mcp_server.runtime.get_runtime`)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.core.signals import setting_changed
@@ -28,6 +28,8 @@ DEFAULTS: dict[str, Any] = {
     "LEDGER_BACKEND": "mcp_server.ledger.database.DatabaseLedger",
     "LEDGER_CACHE_ALIAS": "default",
     "LEDGER_RETENTION": 3600.0,
+    "LEDGER_FLUSH_INTERVAL": 0.01,
+    "SESSION_CACHE_TTL": 5.0,
     "LEASE_TIMEOUT": 30.0,
     "SHUTDOWN_GRACE": 5.0,
     "STATELESS": False,
@@ -64,6 +66,8 @@ class MCPSettings:
     LEDGER_BACKEND: str
     LEDGER_CACHE_ALIAS: str
     LEDGER_RETENTION: float
+    LEDGER_FLUSH_INTERVAL: float
+    SESSION_CACHE_TTL: float
     LEASE_TIMEOUT: float
     SHUTDOWN_GRACE: float
     STATELESS: bool
@@ -100,11 +104,11 @@ class _LazySettings:
         return getattr(self.get(), name)
 
 
-mcp_settings: Any = _LazySettings()
-"""The live settings; attribute access reads the current ``MCP_SERVER`` value or its default."""
+mcp_settings: MCPSettings = cast(MCPSettings, _LazySettings())
+"""The live settings (typed as :class:`MCPSettings`); attribute access reads the current value or default."""
 
 
 @receiver(setting_changed)
 def _reset_on_change(*, setting: str, **kwargs: Any) -> None:
     if setting in {"MCP_SERVER", "DEBUG", "ALLOWED_HOSTS"}:
-        mcp_settings.reset()
+        cast(_LazySettings, mcp_settings).reset()

@@ -28,14 +28,15 @@ __all__ = ["mcp_application", "mcp_endpoint", "mcp_urlpatterns"]
 
 
 def mcp_endpoint(server: MCPServer = mcp) -> Any:
-    """The ASGI application serving ``server`` (POST, GET and DELETE), with the Django user in scope.
+    """The ASGI application serving ``server`` (POST, GET and DELETE).
 
-    Run-time changes to ``server``'s tools, resources and prompts are announced to its sessions.
+    Callers are identified by ``AUTHENTICATION_CLASSES`` (the session cookie is read only when the request
+    carries one). Run-time changes to ``server``'s tools, resources and prompts are announced to its sessions.
     """
     from .updates import watch_registry
 
     watch_registry(server)
-    return AuthMiddlewareStack(MCPConsumer.as_asgi(server=server))
+    return MCPConsumer.as_asgi(server=server)
 
 
 def mcp_urlpatterns(servers: Mapping[str, MCPServer] | None = None) -> list[URLPattern]:

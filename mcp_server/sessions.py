@@ -1,22 +1,35 @@
-"""Sessions kept in the database so that every worker process, and a restarted one, sees them."""
+"""Sessions: stored in the database so that every worker process, and a restarted one, sees them; read through
+an in-process cache so that a request does not wait on the database.
+
+The cache keeps a session for ``SESSION_CACHE_TTL`` seconds. A session's end (DELETE, idle expiry, an
+operator's action) is broadcast to every worker, which drops its copy at once; if that message were lost, an
+ended session is still refused everywhere within ``SESSION_CACHE_TTL`` seconds.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
-from datetime import timedelta
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
+from channels.layers import get_channel_layer
 from django.utils import timezone
 
 from .conf import mcp_settings
 from .models import Session
 from .protocol.context import SessionState
-from .protocol.inflight import inflight
+from .protocol.messages import WORKERS_GROUP, EndSession, SessionChanged, to_event
 
 __all__ = [
+    "TOUCH_EVERY",
+    "CachedSession",
+    "SessionCache",
     "acreate_session",
     "aend_session",
-    "aget_active_session",
     "aset_log_level",
     "asubscribe",
     "new_session_id",
@@ -25,6 +38,9 @@ __all__ = [
 
 TOUCH_EVERY = timedelta(seconds=30)
 """``last_seen`` is written at most this often per session, not on every request."""
+
+CACHE_LIMIT = 10_000
+"""At most this many sessions are cached per process (least recently used dropped first)."""
 
 
 def new_session_id() -> str:
@@ -63,38 +79,30 @@ async def acreate_session(
     )
 
 
-async def aget_active_session(session_id: str, server: str) -> Session | None:
-    """The live session with that id, or ``None`` if unknown, ended or idle past the timeout."""
-    session = await Session.objects.filter(pk=session_id, server=server, ended_at__isnull=True).afirst()
-    if session is None:
-        return None
-    now = timezone.now()
-    idle = mcp_settings.SESSION_IDLE_TIMEOUT
-    if idle and now - session.last_seen > timedelta(seconds=float(idle)):
-        await aend_session(session.id, "session expired")
-        return None
-    if now - session.last_seen > TOUCH_EVERY:
-        await Session.objects.filter(pk=session.id).aupdate(last_seen=now)
-    return session
+async def _broadcast(message: EndSession | SessionChanged) -> None:
+    layer = get_channel_layer(mcp_settings.CHANNEL_LAYER)
+    if layer is not None:
+        await layer.group_send(WORKERS_GROUP, to_event(message))
 
 
 async def aend_session(session_id: str, reason: str) -> bool:
-    """End a session: later requests get 404, in-flight ones are answered -32000 with ``reason``."""
+    """End a session: later requests get 404; every worker answers its in-flight requests -32000 with
+    ``reason`` and closes its streams (see :class:`~mcp_server.protocol.messages.EndSession`).
+    Returns whether the session was still active.
+    """
     ended = await Session.objects.filter(pk=session_id, ended_at__isnull=True).aupdate(
         ended_at=timezone.now(), end_reason=reason[:200]
     )
-    await inflight.close_session(session_id, reason)
-    from .transports.signals import asession_ended
-
-    await asession_ended(session_id, reason)
+    await _broadcast(EndSession(session_id=session_id, reason=reason))
     return bool(ended)
 
 
 async def aset_log_level(state: SessionState, level: str) -> None:
-    """Remember the client's ``logging/setLevel`` for the session."""
+    """Remember the client's ``logging/setLevel`` for the session (every worker drops its cached copy)."""
     state.log_level = level
     if state.id is not None:
         await Session.objects.filter(pk=state.id).aupdate(log_level=level)
+        await _broadcast(SessionChanged(session_id=state.id))
 
 
 async def asubscribe(state: SessionState, uri: str, *, subscribed: bool) -> None:
@@ -107,3 +115,86 @@ async def asubscribe(state: SessionState, uri: str, *, subscribed: bool) -> None
         uris.append(uri)
     session.subscriptions = uris
     await session.asave(update_fields=["subscriptions"])
+
+
+@dataclass
+class CachedSession:
+    """A live session as this process last read it."""
+
+    state: SessionState
+    server: str
+    user_id: int | None
+    last_seen: datetime
+    touched: datetime
+    fetched: float
+
+
+class SessionCache:
+    """This process's copies of live sessions, read from the database on a miss or after ``ttl`` seconds."""
+
+    def __init__(self, ttl: float, limit: int = CACHE_LIMIT) -> None:
+        self.ttl = ttl
+        self.limit = limit
+        self._entries: OrderedDict[str, CachedSession] = OrderedDict()
+        self._touches: set[asyncio.Task[Any]] = set()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def forget(self, session_id: str) -> None:
+        """Drop the copy of a session (it ended or changed)."""
+        self._entries.pop(session_id, None)
+
+    def remember(self, session: Session) -> CachedSession:
+        """Cache a session just read or created."""
+        cached = CachedSession(
+            state=state_of(session),
+            server=session.server,
+            user_id=session.user_id,
+            last_seen=session.last_seen,
+            touched=session.last_seen,
+            fetched=time.monotonic(),
+        )
+        self._entries[session.id] = cached
+        self._entries.move_to_end(session.id)
+        while len(self._entries) > self.limit:
+            self._entries.popitem(last=False)
+        return cached
+
+    async def aget_active(self, session_id: str, server: str) -> CachedSession | None:
+        """The live session with that id served by ``server``, or ``None`` if unknown, ended or idle too long
+        (an idle one is ended here)."""
+        now = timezone.now()
+        idle = mcp_settings.SESSION_IDLE_TIMEOUT
+        cached = self._entries.get(session_id)
+        if (
+            cached is not None
+            and time.monotonic() - cached.fetched < self.ttl
+            and not (idle and now - cached.last_seen > timedelta(seconds=float(idle)))
+        ):
+            if cached.server != server:
+                return None
+            self._touch(session_id, cached, now)
+            return cached
+        session = await Session.objects.filter(pk=session_id, server=server, ended_at__isnull=True).afirst()
+        if session is None:
+            self.forget(session_id)
+            return None
+        if idle and now - session.last_seen > timedelta(seconds=float(idle)):
+            self.forget(session_id)
+            await aend_session(session.id, "session expired")
+            return None
+        cached = self.remember(session)
+        self._touch(session_id, cached, now)
+        return cached
+
+    def _touch(self, session_id: str, cached: CachedSession, now: datetime) -> None:
+        """Keep ``last_seen`` current: in memory always, in the database at most every ``TOUCH_EVERY``."""
+        cached.last_seen = now
+        if now - cached.touched > TOUCH_EVERY:
+            cached.touched = now
+            task = asyncio.get_running_loop().create_task(
+                Session.objects.filter(pk=session_id).aupdate(last_seen=now), name="mcp session touch"
+            )
+            self._touches.add(task)
+            task.add_done_callback(self._touches.discard)

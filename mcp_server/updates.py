@@ -73,10 +73,6 @@ def notify_list_changed(feature: str, server: MCPServer = mcp) -> int:
     return int(async_to_sync(anotify_list_changed)(feature, server))
 
 
-_pending: set[asyncio.Task[int]] = set()
-_watched: set[int] = set()
-
-
 def watch_registry(server: MCPServer) -> None:
     """Send ``list_changed`` whenever ``server`` gains or loses a tool, resource or prompt at run time.
 
@@ -84,9 +80,10 @@ def watch_registry(server: MCPServer) -> None:
     code it is sent before the call returns. Changes made before the app registry is ready (imports of
     ``mcp.py`` modules) are ignored: no session can exist yet. Watching a server twice is a no-op.
     """
-    if id(server) in _watched:
+    if server.watched:
         return
-    _watched.add(id(server))
+    server.watched = True
+    pending: set[asyncio.Task[int]] = set()  # strong references while the notifications go out
 
     def listener(feature: str) -> None:
         from django.apps import apps
@@ -102,7 +99,7 @@ def watch_registry(server: MCPServer) -> None:
                 logger.exception("could not send %s list_changed", feature)
             return
         task = loop.create_task(anotify_list_changed(feature, server))
-        _pending.add(task)
-        task.add_done_callback(_pending.discard)
+        pending.add(task)
+        task.add_done_callback(pending.discard)
 
     server.on_change(listener)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import closing
 from datetime import UTC, datetime, timedelta
@@ -54,13 +55,40 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
+def live_server(start: Callable[..., LiveServer]) -> LiveServer:
+    """A server that reads the session from the database on every request (``SESSION_CACHE_TTL`` 0).
+
+    Its in-memory channel layer is its own, so the broadcast of a session's end made by ``peer_server``
+    never reaches it: only the database tells it (see ``test_the_session_cache_bounds_a_missed_end``).
+    """
+    return start({"MAX_REQUEST_BYTES": 65536, "SESSION_CACHE_TTL": 0})
+
+
+@pytest.fixture(scope="module")
 def peer_server(live_server: LiveServer, start: Callable[..., LiveServer]) -> LiveServer:
     """A second process on the same SQLite file as ``live_server``, with a short idle timeout."""
     return start(
-        {"MAX_REQUEST_BYTES": 65536, "SESSION_IDLE_TIMEOUT": IDLE_TIMEOUT},
+        {"MAX_REQUEST_BYTES": 65536, "SESSION_IDLE_TIMEOUT": IDLE_TIMEOUT, "SESSION_CACHE_TTL": 0},
         DATABASE_URL=live_server.env["DATABASE_URL"],
     )
+
+
+CACHE_TTL = 1.0
+
+
+async def test_the_session_cache_bounds_a_missed_end(
+    http: httpx.AsyncClient, live_server: LiveServer, start: Callable[..., LiveServer]
+) -> None:
+    """A worker that caches sessions and misses the broadcast of an end refuses the session within the TTL."""
+    caching = start({"SESSION_CACHE_TTL": CACHE_TTL}, DATABASE_URL=live_server.env["DATABASE_URL"])
+    session = await open_session(http, live_server.url)
+    assert (await on(caching, session).request("ping"))["result"] == {}  # cached there now
+    assert (await session.delete()).status_code == 200
+    ended = time.monotonic()
+    while (await on(caching, session).post(rpc("ping"))).status_code == 200:
+        assert time.monotonic() - ended < CACHE_TTL + 2.0, "an ended session outlived the cache's bound"
+    assert (await on(caching, session).post(rpc("ping"))).status_code == 404  # and for good
 
 
 def on(server: LiveServer, session: RawSession) -> RawSession:

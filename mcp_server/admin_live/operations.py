@@ -1,23 +1,27 @@
 """Operator actions: abort requests and end sessions, through the one settle path.
 
-An abort settles the request as ``aborted`` with :data:`~mcp_server.protocol.errors.REQUEST_ABORTED`
-(-32003, "Request aborted by an operator") by way of :meth:`InFlightTable.settle_record`, which routes the
-reply to whichever worker holds the request. The ledger's compare-and-set makes it the request's only reply:
-a request that was answered, cancelled or closed first is left alone, and its handler's late result is
-dropped. Ending a session answers its in-flight requests ``-32000`` and makes later requests 404.
+An abort asks the worker holding the request (named by its ledger record) to settle it as ``aborted`` with
+:data:`~mcp_server.protocol.errors.REQUEST_ABORTED` (-32003, "Request aborted by an operator"); that worker's
+compare-and-set makes it the request's only reply: a request that was answered, cancelled or closed first
+is left alone, and its handler's late result is dropped. When no live worker holds it (its worker died and
+its lease ran out), the ledger's own compare-and-set settles the record. Ending a session answers its
+in-flight requests ``-32000`` on every worker and makes later requests 404.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.utils import timezone
 
+from ..conf import mcp_settings
 from ..ledger import LedgerRecord, State, get_ledger
-from ..protocol.errors import REQUEST_ABORTED, JSONRPCError
-from ..protocol.inflight import inflight
-from ..protocol.jsonrpc import RequestId, error_response
+from ..protocol.messages import AbortRequest, AbortResult, parse_event, to_event
+from ..protocol.settlement import ABORT_MESSAGE, aborted_response, outcome_of
 from ..sessions import aend_session
 
 __all__ = [
@@ -30,16 +34,29 @@ __all__ = [
     "end_sessions",
 ]
 
-ABORT_MESSAGE = "Request aborted by an operator"
-"""The message of the error an aborted request is answered with."""
-
 END_REASON = "session ended by an operator"
 """The ``<why>`` of ``Connection closed: <why>`` for requests of a session an operator ended."""
 
+REPLY_TIMEOUT = 3.0
+"""Seconds to wait for the worker holding a request to say whether it aborted it."""
 
-def aborted_response(request_id: RequestId) -> dict[str, Any]:
-    """The -32003 answer of a request an operator aborted."""
-    return error_response(request_id, JSONRPCError(REQUEST_ABORTED, ABORT_MESSAGE))
+
+async def _ask_holder(record: LedgerRecord) -> bool | None:
+    """Ask the worker holding ``record`` to abort it: its answer, or ``None`` when it does not answer."""
+    layer = get_channel_layer(mcp_settings.CHANNEL_LAYER)
+    if layer is None or not record.channel:
+        return None
+    reply_to = await layer.new_channel(prefix="mcp-abort.")
+    request = AbortRequest(session_id=record.session_id, key=record.request_key, reply_to=reply_to)
+    await layer.send(record.channel, to_event(request))
+    try:
+        async with asyncio.timeout(REPLY_TIMEOUT):
+            while True:
+                reply = parse_event(await layer.receive(reply_to))
+                if isinstance(reply, AbortResult) and reply.key == record.request_key:
+                    return reply.aborted
+    except TimeoutError:
+        return None
 
 
 async def aabort_requests(pks: Iterable[Any]) -> list[LedgerRecord]:
@@ -50,7 +67,11 @@ async def aabort_requests(pks: Iterable[Any]) -> list[LedgerRecord]:
         record = await ledger.aget(LedgerRecord(session_id=None, request_key="", method="", pk=pk))
         if record is None or record.state != State.PENDING:
             continue
-        if await inflight.settle_record(record, State.ABORTED.value, aborted_response(record.request_id)):
+        settled = await _ask_holder(record)
+        if settled is None and (record.lease_expires is None or record.lease_expires < timezone.now()):
+            outcome = outcome_of(aborted_response(record.request_id))
+            settled = await ledger.asettle(record, State.ABORTED.value, outcome)  # nobody holds it any more
+        if settled:
             aborted.append(record)
     return aborted
 

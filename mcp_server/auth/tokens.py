@@ -17,7 +17,7 @@ TOUCH_EVERY = timedelta(seconds=60)
 
 def bearer_token(request: HttpRequest) -> str | None:
     """The token of an ``Authorization: Bearer …`` header, ``None`` without one; malformed ones fail."""
-    header = request.headers.get("authorization", "")
+    header = str(request.META.get("HTTP_AUTHORIZATION", ""))  # not ``request.headers``: built on first use
     scheme, _sep, value = header.strip().partition(" ")
     if scheme.lower() != "bearer":
         return None

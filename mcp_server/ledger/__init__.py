@@ -12,10 +12,10 @@ from functools import lru_cache
 from django.utils.module_loading import import_string
 
 from ..conf import mcp_settings
-from .base import WORKER_ID, DuplicateRequest, Ledger, LedgerRecord, request_key
+from .base import DuplicateRequest, Ledger, LedgerRecord, request_key
 from .states import State
 
-__all__ = ["WORKER_ID", "DuplicateRequest", "Ledger", "LedgerRecord", "State", "get_ledger", "request_key"]
+__all__ = ["DuplicateRequest", "Ledger", "LedgerRecord", "State", "get_ledger", "request_key"]
 
 
 @lru_cache(maxsize=4)

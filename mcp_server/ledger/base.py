@@ -1,27 +1,24 @@
 """The ledger interface: one record per request, from arrival until it is settled.
 
-``asettle`` is a compare-and-set from ``pending``: of any number of concurrent callers, in any process,
-exactly one gets ``True``. That caller, and only that caller, delivers the request's reply.
+The worker that holds a request decides its settlement in memory and records it here, in batches
+(:meth:`Ledger.write_batch`, called by :class:`~mcp_server.ledger.writer.LedgerWriter`): a request settled
+before its batch is written becomes one final record, a longer one a pending record and then its settlement.
+``asettle`` is the compare-and-set from ``pending`` that decides only where no live worker holds the request
+(the orphans of a dead worker): of any number of concurrent callers, in any process, exactly one wins.
 """
 
 from __future__ import annotations
 
-import os
-import socket
-import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 
 from .states import State
 
-__all__ = ["WORKER_ID", "DuplicateRequest", "Ledger", "LedgerRecord", "request_key"]
-
-WORKER_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-"""This process's identity in the ledger (its leases carry it)."""
+__all__ = ["DuplicateRequest", "Ledger", "LedgerRecord", "request_key"]
 
 
 def request_key(request_id: str | int) -> str:
@@ -42,7 +39,7 @@ class LedgerRecord:
     method: str
     name: str = ""
     user_id: int | None = None
-    worker: str = WORKER_ID
+    worker: str = ""
     channel: str = ""
     created: datetime | None = None
     deadline: datetime | None = None
@@ -69,6 +66,33 @@ class Ledger(ABC):
     @abstractmethod
     async def aopen(self, record: LedgerRecord) -> LedgerRecord:
         """Store a pending record (sets ``pk``); raise :class:`DuplicateRequest` for a pending duplicate."""
+
+    def write_batch(self, inserts: list[LedgerRecord], updates: list[LedgerRecord]) -> list[LedgerRecord]:
+        """Record the settlement of ``updates`` (stored earlier as pending), then store ``inserts`` (pending
+        or already settled; sets their ``pk``). Returns the pending inserts refused as duplicates.
+
+        Called from one writer thread per process; the default stores them one by one.
+        """
+        for record in updates:  # first: a settled id may be reused by a pending insert of the same batch
+            async_to_sync(self.asettle)(record, record.state, record.outcome)
+        refused: list[LedgerRecord] = []
+        for record in inserts:
+            state, outcome = record.state, record.outcome
+            record.state, record.outcome = State.PENDING, None
+            try:
+                async_to_sync(self.aopen)(record)
+            except DuplicateRequest:
+                refused.append(record)
+                continue
+            if state != State.PENDING:
+                async_to_sync(self.asettle)(record, state, outcome)
+        return refused
+
+    async def awrite_batch(
+        self, inserts: list[LedgerRecord], updates: list[LedgerRecord]
+    ) -> list[LedgerRecord]:
+        """:meth:`write_batch` in a worker thread of its own (never the ORM's shared thread)."""
+        return await sync_to_async(self.write_batch, thread_sensitive=False)(inserts, updates)
 
     @abstractmethod
     async def asettle(self, record: LedgerRecord, state: str, outcome: dict[str, Any] | None) -> bool:
@@ -113,3 +137,7 @@ class Ledger(ABC):
     def settle(self, record: LedgerRecord, state: str, outcome: dict[str, Any] | None) -> bool:
         """Sync twin of :meth:`asettle`."""
         return async_to_sync(self.asettle)(record, state, outcome)
+
+    def check(self) -> list[str]:
+        """Reasons this backend, as configured, cannot keep the ledger's promises (for a system check)."""
+        return []

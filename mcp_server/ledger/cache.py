@@ -171,6 +171,53 @@ class CacheLedger(Ledger):
             self.cache.set(self._k("low"), pk, None)
         return pruned
 
+    def _reserve(self, count: int) -> int:
+        """Draw ``count`` consecutive pks at once; returns the highest."""
+        try:
+            return int(self.cache.incr(self._k("seq"), count))
+        except ValueError:
+            self.cache.add(self._k("seq"), 0, None)
+            return int(self.cache.incr(self._k("seq"), count))
+
+    def write_batch(self, inserts: list[LedgerRecord], updates: list[LedgerRecord]) -> list[LedgerRecord]:
+        for record in updates:  # first: a settled id may be reused by a pending insert of the same batch
+            self._settle(record, record.state, record.outcome)
+        refused: list[LedgerRecord] = []
+        if not inserts:
+            return refused
+        retention = float(self.options.get("RETENTION", 3600))
+        high = self._reserve(len(inserts))
+        pending: dict[str, Any] = {}
+        final: dict[str, Any] = {}
+        for pk, record in zip(range(high - len(inserts) + 1, high + 1), inserts, strict=True):
+            if record.state == State.PENDING:
+                key = self._k("k", record.session_id, record.request_key)
+                if record.session_id is not None and not self.cache.add(key, pk, None):
+                    refused.append(record)
+                    final[self._k("s", pk)] = "refused"  # a settled gap: listing and pruning move past it
+                    continue
+                record.pk = pk
+                pending[self._k("e", pk)] = dataclasses.asdict(record)
+            else:
+                record.pk = pk
+                final[self._k("e", pk)] = dataclasses.asdict(record)
+                final[self._k("s", pk)] = record.state
+        if pending:
+            self.cache.set_many(pending, None)
+        if final:
+            self.cache.set_many(final, retention + 60)
+        return refused
+
+    def check(self) -> list[str]:
+        from django.core.cache.backends.locmem import LocMemCache
+
+        if isinstance(self.cache, LocMemCache):
+            return [
+                "the cache ledger is on a local-memory cache: each worker process has its own, and it evicts "
+                "entries past MAX_ENTRIES: the admin neither sees every worker's requests nor keeps them all"
+            ]
+        return []
+
     # -- the Ledger interface ------------------------------------------------------------------------------
 
     async def aopen(self, record: LedgerRecord) -> LedgerRecord:

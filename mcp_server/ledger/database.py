@@ -5,13 +5,32 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError
+from django.db import IntegrityError, connections, router, transaction
 from django.utils import timezone
 
 from .base import DuplicateRequest, Ledger, LedgerRecord
 from .states import State
 
 __all__ = ["DatabaseLedger"]
+
+
+def _row_values(record: LedgerRecord) -> dict[str, Any]:
+    """A record's column values by model attribute name."""
+    return {
+        "session_id": record.session_id,
+        "request_key": record.request_key,
+        "method": record.method,
+        "name": record.name[:300],
+        "user_id": record.user_id,
+        "worker": record.worker,
+        "channel": record.channel,
+        "created": record.created,
+        "deadline": record.deadline,
+        "lease_expires": record.lease_expires,
+        "state": record.state,
+        "settled_at": record.settled_at,
+        "outcome": record.outcome,
+    }
 
 
 def _record(row: Any) -> LedgerRecord:
@@ -33,14 +52,104 @@ def _record(row: Any) -> LedgerRecord:
     )
 
 
+COLUMNS = (
+    "session_id",
+    "request_key",
+    "method",
+    "name",
+    "user_id",
+    "worker",
+    "channel",
+    "created",
+    "deadline",
+    "lease_expires",
+    "state",
+    "settled_at",
+    "outcome",
+)
+"""The columns a batch writes, in ``LedgerRecord``'s names (they are the model's attribute names too)."""
+
+
 class DatabaseLedger(Ledger):
-    """Rows in ``mcp_server_ledgerentry``; settlement is ``UPDATE ... WHERE state = 'pending'``."""
+    """Rows in ``mcp_server_ledgerentry``; settlement is ``UPDATE ... WHERE state = 'pending'``.
+
+    Batches are written with raw multi-row statements (one ``INSERT ... RETURNING`` per chunk, one
+    ``executemany`` ``UPDATE``), not one ORM call per row.
+    """
 
     @property
     def model(self) -> Any:
         from ..models import LedgerEntry
 
         return LedgerEntry
+
+    def write_batch(self, inserts: list[LedgerRecord], updates: list[LedgerRecord]) -> list[LedgerRecord]:
+        model = self.model
+        alias = router.db_for_write(model)
+        connection = connections[alias]
+        if updates:  # first: a settled id may be reused by a pending insert of the same batch
+            meta = model._meta
+            outcome_field = meta.get_field("outcome")
+            settled_field = meta.get_field("settled_at")
+            quote = connection.ops.quote_name
+            sql = (
+                f"UPDATE {quote(meta.db_table)} SET {quote('state')} = %s, {quote('outcome')} = %s, "
+                f"{quote('settled_at')} = %s WHERE {quote('id')} = %s AND {quote('state')} = %s"
+            )
+            rows = [
+                (
+                    record.state,
+                    outcome_field.get_db_prep_save(record.outcome, connection),
+                    settled_field.get_db_prep_save(record.settled_at, connection),
+                    record.pk,
+                    State.PENDING.value,
+                )
+                for record in updates
+            ]
+            with connection.cursor() as cursor:
+                cursor.executemany(sql, rows)
+        refused: list[LedgerRecord] = []
+        if inserts:
+            try:
+                with transaction.atomic(using=alias):
+                    self._insert(connection, inserts)
+            except IntegrityError:  # a pending duplicate among them: find it row by row
+                for record in inserts:
+                    try:
+                        with transaction.atomic(using=alias):
+                            self._insert(connection, [record])
+                    except IntegrityError:
+                        record.pk = None
+                        refused.append(record)
+        return refused
+
+    def _insert(self, connection: Any, records: list[LedgerRecord]) -> None:
+        model = self.model
+        meta = model._meta
+        fields = [meta.get_field(column) for column in COLUMNS]
+        if not connection.features.can_return_rows_from_bulk_insert:
+            rows = model.objects.bulk_create([model(**_row_values(r)) for r in records])
+            for record, row in zip(records, rows, strict=True):
+                record.pk = row.pk
+            return
+        quote = connection.ops.quote_name
+        columns = ", ".join(quote(field.column) for field in fields)
+        row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
+        size = max(1, connection.ops.bulk_batch_size(fields, records))
+        with connection.cursor() as cursor:
+            for start in range(0, len(records), size):
+                chunk = records[start : start + size]
+                params: list[Any] = []
+                for record in chunk:
+                    values = _row_values(record)
+                    params += [field.get_db_prep_save(values[field.attname], connection) for field in fields]
+                cursor.execute(
+                    f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES "
+                    f"{', '.join([row_sql] * len(chunk))} RETURNING {quote('id')}",
+                    params,
+                )
+                for record, (pk,) in zip(chunk, cursor.fetchall(), strict=True):
+                    record.pk = pk
 
     async def aopen(self, record: LedgerRecord) -> LedgerRecord:
         record.created = record.created or timezone.now()

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from django.http import HttpRequest
 
     from ..registry.server import MCPServer
+    from ..runtime import Runtime
 
 __all__ = ["LOG_LEVELS", "Context", "Peer", "SessionState"]
 
@@ -51,6 +52,8 @@ class Context:
     peer: Peer
     request: HttpRequest | None = None
     user: Any = None
+    runtime: Runtime | None = None
+    """The worker process's runtime (pending requests, session cache, ledger writer)."""
 
     @property
     def session_id(self) -> str | None:

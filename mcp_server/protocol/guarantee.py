@@ -2,7 +2,7 @@
 
 Whatever the middleware chain and the handler do (return a value, return nothing, raise, outlive the
 deadline), :func:`answer` returns exactly one well-formed response for the request id. Cancellation by the
-client or the end of the session is decided by whoever settles the request first; see ``inflight``.
+client or the end of the session is decided by whoever settles the request first; see ``settlement``.
 """
 
 from __future__ import annotations

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from .context import SessionState
-from .inflight import inflight
 from .jsonrpc import IncomingMessage, JSONRPCNotification, JSONRPCRequest
-from .outbound import aforward_answer, outbound
+from .outbound import aforward_answer
+
+if TYPE_CHECKING:
+    from ..runtime import Runtime
 
 __all__ = ["handle_client_message"]
 
 logger = logging.getLogger("mcp_server.requests")
 
 
-async def handle_client_message(session: SessionState, message: IncomingMessage) -> None:
+async def handle_client_message(runtime: Runtime, session: SessionState, message: IncomingMessage) -> None:
     """Act on a notification or a response; never produces a reply."""
     if isinstance(message, JSONRPCRequest):  # pragma: no cover - requests are dispatched, not handled here
         raise TypeError("requests are dispatched by the exchange")
@@ -22,8 +25,8 @@ async def handle_client_message(session: SessionState, message: IncomingMessage)
         if message.method == "notifications/cancelled":
             request_id = (message.params or {}).get("requestId")
             if isinstance(request_id, str | int) and not isinstance(request_id, bool):
-                cancelled = await inflight.cancel(session.id, request_id)
+                cancelled = await runtime.cancel(session.id, request_id)
                 logger.debug("cancel of %r in session %s: %s", request_id, session.id, cancelled)
         return
-    if not outbound.resolve(session.id, message) and not await aforward_answer(session.id, message):
+    if not runtime.outbound.resolve(session.id, message) and not await aforward_answer(session.id, message):
         logger.debug("answer %r in session %s matches no waiting request", message.id, session.id)

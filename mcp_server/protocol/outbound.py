@@ -12,8 +12,9 @@ from django.core.cache import caches
 from ..conf import mcp_settings
 from .errors import JSONRPCError
 from .jsonrpc import JSONRPCResponse, RequestId, WireError, parse_message
+from .messages import ClientAnswer, to_event
 
-__all__ = ["OutboundTable", "aforward_answer", "aremember_route", "outbound"]
+__all__ = ["OutboundTable", "aforward_answer", "aremember_route"]
 
 ROUTE_TTL = 24 * 3600
 
@@ -46,7 +47,7 @@ async def aforward_answer(session_id: str | None, message: JSONRPCResponse | Wir
         payload["result"] = message.result
     else:
         payload["error"] = message.error.model_dump(mode="json", exclude_none=True)
-    await layer.send(channel, {"type": "mcp.answer", "session_id": session_id, "message": payload})
+    await layer.send(channel, to_event(ClientAnswer(session_id=session_id, message=payload)))
     return True
 
 
@@ -91,7 +92,3 @@ class OutboundTable:
             error = message.error
             future.set_exception(JSONRPCError(error.code, error.message, error.data))
         return True
-
-
-outbound = OutboundTable()
-"""This process's table."""

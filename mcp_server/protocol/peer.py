@@ -6,8 +6,8 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from .errors import CONNECTION_CLOSED, JSONRPCError
-from .inflight import PENDING, InFlight
-from .outbound import aremember_route, outbound
+from .outbound import OutboundTable, aremember_route
+from .settlement import PENDING, PendingRequest
 
 __all__ = ["RequestPeer"]
 
@@ -15,10 +15,16 @@ __all__ = ["RequestPeer"]
 class RequestPeer(ABC):
     """Sends a request's related messages while it is pending, and its server-to-client requests.
 
-    Subclasses say how a message leaves (:meth:`emit`) and which session and channel the request has.
+    Subclasses say how a message leaves (:meth:`emit`) and which session the request has; ``outbound`` is the
+    process's table of server-to-client requests, ``channel`` the process's channel-layer name (where answers
+    posted to other workers are forwarded).
     """
 
-    entry: InFlight | None = None
+    entry: PendingRequest | None = None
+
+    def __init__(self, outbound: OutboundTable, channel: str = "") -> None:
+        self.outbound = outbound
+        self._channel = channel
 
     @property
     @abstractmethod
@@ -28,7 +34,7 @@ class RequestPeer(ABC):
     @property
     def channel(self) -> str:
         """The channel-layer name answers from other workers are sent to (empty: this process only)."""
-        return ""
+        return self._channel
 
     @abstractmethod
     async def emit(self, message: dict[str, Any]) -> bool:
@@ -42,7 +48,7 @@ class RequestPeer(ABC):
     async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
         """Send a server-to-client request and wait for the client's result (from any worker)."""
         session_id = self.session_id
-        request_id, future = outbound.new(session_id)
+        request_id, future = self.outbound.new(session_id)
         await aremember_route(session_id, request_id, self.channel)
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
@@ -52,4 +58,4 @@ class RequestPeer(ABC):
                 raise JSONRPCError(CONNECTION_CLOSED, "Connection closed: the client stopped reading")
             return await future
         finally:
-            outbound.discard(session_id, request_id)
+            self.outbound.discard(session_id, request_id)

@@ -1,5 +1,6 @@
 """Serving requests whatever the transport: ``initialize`` (opens a session) and any other request under the
-reply guarantee, recorded in the ledger. The HTTP exchange and the stdio loop both go through here.
+reply guarantee, settled through the runtime's request table. The HTTP exchange and the stdio loop both go
+through here.
 """
 
 from __future__ import annotations
@@ -11,30 +12,38 @@ from typing import TYPE_CHECKING, Any
 from mcp_types.methods import parse_client_request, serialize_server_result
 from pydantic import ValidationError
 
+from ..conf import mcp_settings
 from .context import Context, SessionState
 from .errors import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, JSONRPCError
 from .guarantee import answer, deadline_for, name_of
-from .inflight import ANSWERED, CLOSED, Deliver, InFlight, inflight
 from .jsonrpc import JSONRPCRequest, error_response, result_response
 from .lifecycle import initialize_result
 from .peer import RequestPeer
+from .settlement import ANSWERED, CLOSED, Deliver, PendingRequest
 from .versions import negotiate
 
 if TYPE_CHECKING:
     from ..models import Session
     from ..registry.server import MCPServer
+    from ..runtime import Runtime
 
 __all__ = ["answer_initialize", "serve_request", "start_request"]
 
 logger = logging.getLogger("mcp_server.requests")
 
 
-async def _sent_inline(entry: InFlight, response: dict[str, Any] | None) -> None:
+async def _sent_inline(entry: PendingRequest, response: dict[str, Any] | None) -> None:
     """``initialize`` is answered by its caller; the ledger only records it."""
 
 
 async def answer_initialize(
-    server: MCPServer, message: JSONRPCRequest, *, user: Any, transport: str = "http", stateless: bool = False
+    runtime: Runtime,
+    server: MCPServer,
+    message: JSONRPCRequest,
+    *,
+    user: Any,
+    transport: str = "http",
+    stateless: bool = False,
 ) -> tuple[dict[str, Any], Session | None]:
     """Negotiate the revision, store the session (unless ``stateless``) and record ``initialize``.
 
@@ -52,12 +61,14 @@ async def answer_initialize(
             session = await acreate_session(
                 server=server.name, protocol_version=version, params=params, user=user, transport=transport
             )
-        entry = await inflight.open(
+            runtime.sessions.remember(session)
+        entry = await runtime.requests.open(
             session.id if session is not None else None,
             message.id,
             "initialize",
             _sent_inline,
             user_id=getattr(user, "pk", None),
+            lease=float(mcp_settings.LEASE_TIMEOUT),
         )
         result = serialize_server_result("initialize", version, initialize_result(server, params))
         response = result_response(message.id, result)
@@ -70,11 +81,12 @@ async def answer_initialize(
             message.id, JSONRPCError(INTERNAL_ERROR, "Internal error during initialize")
         )
     if entry is not None:
-        await inflight.settle(entry, ANSWERED, response)
+        await runtime.requests.settle(entry, ANSWERED, response)
     return response, session
 
 
 async def start_request(
+    runtime: Runtime,
     message: JSONRPCRequest,
     *,
     server: MCPServer,
@@ -83,9 +95,8 @@ async def start_request(
     deliver: Deliver,
     user: Any = None,
     request: Any = None,
-    channel: str = "",
-) -> InFlight:
-    """Record a request in the ledger and serve it in its own task; its answer goes to ``deliver``.
+) -> PendingRequest:
+    """Take a request into the runtime's table and serve it in its own task; its answer goes to ``deliver``.
 
     Raises ``JSONRPCError`` (-32600) when the id is already in flight in the session.
     """
@@ -98,31 +109,33 @@ async def start_request(
         peer=peer,
         request=request,
         user=user,
+        runtime=runtime,
     )
     seconds = deadline_for(ctx)
-    entry = await inflight.open(
+    entry = await runtime.requests.open(
         session.id,
         message.id,
         message.method,
         deliver,
         name=name_of(message.method, ctx.params),
         user_id=getattr(user, "pk", None),
-        channel=channel,
         seconds=seconds,
+        lease=float(mcp_settings.LEASE_TIMEOUT),
     )
     peer.entry = entry
-    entry.task = asyncio.create_task(
-        serve_request(entry, ctx, seconds), name=f"mcp {message.method} {message.id!r}"
-    )
+    if entry.state == "pending":  # a cancel that overtook it has settled it already
+        entry.task = asyncio.create_task(
+            serve_request(runtime, entry, ctx, seconds), name=f"mcp {message.method} {message.id!r}"
+        )
     return entry
 
 
-async def serve_request(entry: InFlight, ctx: Context, seconds: float | None) -> None:
+async def serve_request(runtime: Runtime, entry: PendingRequest, ctx: Context, seconds: float | None) -> None:
     """Run the request under the reply guarantee and settle it (a cancelled task settles -32000)."""
     try:
         response, state = await answer(ctx, seconds)
     except asyncio.CancelledError:
         error = JSONRPCError(CONNECTION_CLOSED, "Connection closed: request task cancelled")
-        await inflight.settle(entry, CLOSED, error_response(entry.request_id, error))
+        await runtime.requests.settle(entry, CLOSED, error_response(entry.request_id, error))
         raise
-    await inflight.settle(entry, state, response)
+    await runtime.requests.settle(entry, state, response)

@@ -63,6 +63,8 @@ class MCPServer:
         self.methods: dict[str, Callable[..., Any]] = {}
         self.completions: dict[str, Callable[..., Any]] = {}
         self._listeners: list[ChangeListener] = []
+        self.watched = False
+        """Whether run-time changes are announced to sessions (see ``mcp_server.updates.watch_registry``)."""
 
     def __repr__(self) -> str:
         return f"<MCPServer {self.name!r}>"

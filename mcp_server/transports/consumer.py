@@ -1,7 +1,10 @@
 """The Streamable HTTP endpoint as a Channels consumer: POST, GET (standalone SSE stream) and DELETE.
 
-One consumer instance serves one HTTP exchange. It keeps its own channel-layer name, so that signals
-from other worker processes (a session's end, messages for a GET stream) reach it.
+One consumer instance serves one HTTP exchange. It has no channel-layer name of its own: what other worker
+processes send (a cancel, a session's end, messages for a GET stream) reaches the process's runtime, which
+holds the exchange's requests and streams. Nor does it close old database connections on every ASGI
+message, as Channels' consumers do: nothing on the request path waits on the database once the session is
+cached (the ledger is written behind it).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from channels.consumer import AsyncConsumer
+from channels.consumer import AsyncConsumer, get_handler_name
 from channels.exceptions import StopConsumer
 from django.contrib.auth.models import AnonymousUser
 from django.core.handlers.asgi import ASGIRequest
@@ -21,18 +24,15 @@ from ..auth import Unauthorized, authenticate_request
 from ..conf import mcp_settings
 from ..protocol.context import SessionState
 from ..protocol.errors import INTERNAL_ERROR, JSONRPCError
-from ..protocol.inflight import inflight
 from ..protocol.jsonrpc import dumps, error_response
-from ..protocol.outbound import outbound
-from ..protocol.versions import DEFAULT_HEADER_VERSION, SUPPORTED_VERSIONS
+from ..protocol.versions import BATCH_VERSIONS, DEFAULT_HEADER_VERSION, SUPPORTED_VERSIONS
 from ..registry.server import MCPServer
-from ..sessions import aend_session, aget_active_session, state_of
+from ..runtime import Runtime, get_runtime
 from . import sse
 from .exchange import PostExchange
 from .post import HANDSHAKE_HEADER, parse_post, serve_initialize
 from .rules import Headers, HTTPProblem, accepts, check_origin_and_host, headers_of
-from .shutdown import install_shutdown_hooks, track, untrack
-from .signals import session_group
+from .shutdown import install_shutdown_hooks
 
 __all__ = ["MCPConsumer"]
 
@@ -45,34 +45,42 @@ SESSION_HEADER = "mcp-session-id"
 class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
     """Serves one MCP server at one URL."""
 
-    def __init__(self, server: MCPServer) -> None:
+    def __init__(self, server: MCPServer, runtime: Runtime | None = None) -> None:
         self.server = server
-        self.channel_layer_alias = mcp_settings.CHANNEL_LAYER
+        self.runtime = runtime if runtime is not None else get_runtime()
         self.body = bytearray()
         self.finished = asyncio.Event()
         self.disconnected = False
-        self.stream_group: str | None = None
+        self.stream_session: str | None = None
         self.response_started = False
         self.task: asyncio.Task[None] | None = None
         self.stream_closed = asyncio.Event()
         self.user: Any = None
         self.auth: Any = None
+        self.sink = _GetStream(self)
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Any) -> None:
-        async def receive_or_finished() -> dict[str, Any]:
-            incoming = asyncio.ensure_future(receive())
-            finished = asyncio.ensure_future(self.finished.wait())
-            try:
-                await asyncio.wait({incoming, finished}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                finished.cancel()
-            if incoming.done():
-                return incoming.result()
-            incoming.cancel()
-            return {"type": "mcp.finished"}
+        self.scope = scope
+        self.base_send = send
+        await self.runtime.start()
+        install_shutdown_hooks(self.runtime)
+        finished = asyncio.ensure_future(self.finished.wait())
+        try:
+            while True:
+                incoming = asyncio.ensure_future(receive())
+                await asyncio.wait((incoming, finished), return_when=asyncio.FIRST_COMPLETED)
+                if not incoming.done():  # the response is complete: nothing more to read
+                    incoming.cancel()
+                    await self.mcp_finished({})
+                await self.dispatch(incoming.result())
+        except StopConsumer:
+            pass
+        finally:
+            finished.cancel()
 
-        install_shutdown_hooks()
-        await super().__call__(scope, receive_or_finished, send)
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Route an ASGI event to its handler (no database housekeeping: see the module docstring)."""
+        await getattr(self, get_handler_name(message))(message)
 
     async def send(self, message: dict[str, Any]) -> None:
         """Send to the client unless it has gone; a vanished client is not an error here."""
@@ -114,36 +122,14 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         await self._leave_stream()
         raise StopConsumer()
 
-    async def mcp_message(self, message: dict[str, Any]) -> None:
-        """A server-initiated message for this session's GET stream (from any worker)."""
-        if self.stream_group is not None:
-            await self.send(
-                {"type": "http.response.body", "body": sse.event(message["message"]), "more_body": True}
-            )
-
-    async def mcp_settled(self, message: dict[str, Any]) -> None:
-        """Another worker settled a request this exchange holds (a cancel, a session end, an abort)."""
-        await inflight.finish_remote(
-            message["session_id"], message["key"], message["state"], message["response"]
-        )
-
-    async def mcp_answer(self, message: dict[str, Any]) -> None:
-        """The client's answer to a server-to-client request of this exchange, posted to another worker."""
-        outbound.resolve_forwarded(message["session_id"], message["message"])
-
-    async def mcp_session_closed(self, message: dict[str, Any]) -> None:
-        """The session ended (on any worker): close the GET stream."""
-        if self.stream_group is not None:
-            self.stream_closed.set()
-
     # -- methods ---------------------------------------------------------------------------------------
 
     async def _serve(self, body: bytes) -> None:
-        track(self)
+        self.runtime.exchanges.add(self)
         try:
             await self._route(body)
         finally:
-            untrack(self)
+            self.runtime.exchanges.discard(self)
 
     async def _route(self, body: bytes) -> None:
         headers = headers_of(self.scope.get("headers", []))
@@ -180,11 +166,11 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             challenges = [(b"www-authenticate", c.encode("latin-1")) for c in exc.challenges]
             raise HTTPProblem(401, exc.message, headers=challenges) from exc
 
-    def _owns(self, session: Any) -> bool:
+    def _owns(self, user_id: int | None) -> bool:
         """A session belongs to the user who opened it (anonymous ones to anonymous callers)."""
         user = self.user
-        user_id = user.pk if user is not None and getattr(user, "is_authenticated", False) else None
-        return bool(session.user_id == user_id)
+        caller = user.pk if user is not None and getattr(user, "is_authenticated", False) else None
+        return bool(user_id == caller)
 
     async def _session(self, headers: Headers) -> SessionState:
         header_version = headers.get(HANDSHAKE_HEADER)
@@ -195,10 +181,10 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         session_id = headers.get(SESSION_HEADER)
         if not session_id:
             raise HTTPProblem(400, "Bad Request: Mcp-Session-Id header is required", code=-32000)
-        session = await aget_active_session(session_id, self.server.name)
-        if session is None or not self._owns(session):  # another user's session is as good as unknown
+        cached = await self.runtime.sessions.aget_active(session_id, self.server.name)
+        if cached is None or not self._owns(cached.user_id):  # another user's session is as good as unknown
             raise HTTPProblem(404, "Session not found", code=-32001)
-        return state_of(session)
+        return cached.state
 
     async def _post(self, headers: Headers, body: bytes, request: ASGIRequest) -> None:
         messages, is_batch, initialize = parse_post(headers, body)
@@ -209,15 +195,13 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             await serve_initialize(self, initialize, user=user, request=request)
             return
         session = await self._session(headers)
-        if is_batch:
-            from ..protocol.versions import BATCH_VERSIONS
-
-            if session.protocol_version not in BATCH_VERSIONS:
-                raise HTTPProblem(
-                    400,
-                    f"Invalid Request: protocol version {session.protocol_version} does not allow batches",
-                )
+        if is_batch and session.protocol_version not in BATCH_VERSIONS:
+            raise HTTPProblem(
+                400,
+                f"Invalid Request: protocol version {session.protocol_version} does not allow batches",
+            )
         exchange = PostExchange(
+            runtime=self.runtime,
             server=self.server,
             session=session,
             mode=mcp_settings.RESPONSE_MODE,
@@ -225,7 +209,6 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             is_batch=is_batch,
             request=request,
             user=user,
-            channel=self.channel_name,
         )
         await exchange.run(messages)
 
@@ -236,8 +219,8 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             raise HTTPProblem(406, "Not Acceptable: the client must accept text/event-stream")
         session = await self._session(headers)
         assert session.id is not None
-        self.stream_group = session_group(session.id)
-        await self.channel_layer.group_add(self.stream_group, self.channel_name)
+        self.stream_session = session.id
+        await self.runtime.attach_stream(session.id, self.sink)
         await self.send({"type": "http.response.start", "status": 200, "headers": sse.SSE_HEADERS})
         await self.send({"type": "http.response.body", "body": b": stream open\n\n", "more_body": True})
         try:
@@ -251,16 +234,16 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             raise HTTPProblem(405, "Method Not Allowed: this endpoint is stateless (no sessions to end)")
         session = await self._session(headers)
         assert session.id is not None
-        await aend_session(session.id, "session terminated by the client")
+        await self.runtime.end_session(session.id, "session terminated by the client")
         await self.send({"type": "http.response.start", "status": 200, "headers": []})
         await self.send({"type": "http.response.body", "body": b"", "more_body": False})
 
     # -- helpers ---------------------------------------------------------------------------------------
 
     async def _leave_stream(self) -> None:
-        if self.stream_group is not None:
-            group, self.stream_group = self.stream_group, None
-            await self.channel_layer.group_discard(group, self.channel_name)
+        if self.stream_session is not None:
+            session_id, self.stream_session = self.stream_session, None
+            await self.runtime.detach_stream(session_id, self.sink)
 
     async def _json(self, status: int, payload: Any, extra: list[tuple[bytes, bytes]] | None = None) -> None:
         headers = [(b"content-type", b"application/json"), *(extra or [])]
@@ -277,3 +260,20 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
     async def _finish_with(self, sending: Awaitable[None]) -> None:
         await sending
         self.finished.set()
+
+
+class _GetStream:
+    """A GET stream as the runtime sees it: where the session's server-initiated messages go."""
+
+    def __init__(self, consumer: MCPConsumer) -> None:
+        self.consumer = consumer
+
+    async def send(self, message: dict[str, Any]) -> None:
+        """A server-initiated message for this session's GET stream (from any worker)."""
+        if self.consumer.stream_session is not None:
+            body = sse.event(message)
+            await self.consumer.send({"type": "http.response.body", "body": body, "more_body": True})
+
+    def close(self, reason: str) -> None:
+        """The session ended (on any worker), or the server is shutting down: finish the GET stream."""
+        self.consumer.stream_closed.set()

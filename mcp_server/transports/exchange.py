@@ -13,7 +13,6 @@ from typing import Any
 
 from ..protocol.context import SessionState
 from ..protocol.errors import INVALID_REQUEST, JSONRPCError
-from ..protocol.inflight import InFlight
 from ..protocol.jsonrpc import (
     IncomingMessage,
     JSONRPCRequest,
@@ -23,7 +22,9 @@ from ..protocol.jsonrpc import (
 from ..protocol.notifications import handle_client_message
 from ..protocol.peer import RequestPeer
 from ..protocol.serving import start_request
+from ..protocol.settlement import PendingRequest
 from ..registry.server import MCPServer
+from ..runtime import Runtime
 from . import sse
 
 __all__ = ["PostExchange", "Send"]
@@ -36,15 +37,12 @@ class _RequestPeer(RequestPeer):
     """Where one request's related messages go: onto its own POST's response."""
 
     def __init__(self, exchange: PostExchange) -> None:
+        super().__init__(exchange.runtime.outbound, exchange.runtime.channel)
         self.exchange = exchange
 
     @property
     def session_id(self) -> str | None:
         return self.exchange.session.id
-
-    @property
-    def channel(self) -> str:
-        return self.exchange.channel
 
     async def emit(self, message: dict[str, Any]) -> bool:
         self.exchange.queue.put_nowait(("message", message))
@@ -64,6 +62,7 @@ class PostExchange:
     def __init__(
         self,
         *,
+        runtime: Runtime,
         server: MCPServer,
         session: SessionState,
         mode: str,
@@ -72,8 +71,8 @@ class PostExchange:
         request: Any = None,
         user: Any = None,
         headers: list[tuple[bytes, bytes]] | None = None,
-        channel: str = "",
     ) -> None:
+        self.runtime = runtime
         self.server = server
         self.session = session
         self.mode = mode
@@ -82,7 +81,6 @@ class PostExchange:
         self.request = request
         self.user = user
         self.headers = headers or []
-        self.channel = channel
         self.queue: asyncio.Queue[tuple[str, dict[str, Any] | None]] = asyncio.Queue()
         self.streaming = False
 
@@ -95,7 +93,7 @@ class PostExchange:
             elif isinstance(message, JSONRPCRequest):
                 open_count += await self._start(message)
             else:
-                await handle_client_message(self.session, message)
+                await handle_client_message(self.runtime, self.session, message)
         if open_count == 0 and self.queue.empty():
             await self._respond_accepted()
             return
@@ -104,6 +102,7 @@ class PostExchange:
     async def _start(self, message: JSONRPCRequest) -> int:
         try:
             await start_request(
+                self.runtime,
                 message,
                 server=self.server,
                 session=self.session,
@@ -111,14 +110,13 @@ class PostExchange:
                 deliver=self._deliver,
                 user=self.user,
                 request=self.request,
-                channel=self.channel,
             )
         except JSONRPCError as exc:
             self.queue.put_nowait(("message", error_response(message.id, exc)))
             return 0
         return 1
 
-    async def _deliver(self, entry: InFlight, response: dict[str, Any] | None) -> None:
+    async def _deliver(self, entry: PendingRequest, response: dict[str, Any] | None) -> None:
         if response is not None:
             self.queue.put_nowait(("message", response))
         self.queue.put_nowait(("settled", None))

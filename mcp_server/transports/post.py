@@ -67,7 +67,7 @@ async def serve_initialize(
 ) -> None:
     """Negotiate the revision, store the session and answer with its ``Mcp-Session-Id``."""
     response, session = await answer_initialize(
-        consumer.server, message, user=user, stateless=mcp_settings.STATELESS
+        consumer.runtime, consumer.server, message, user=user, stateless=mcp_settings.STATELESS
     )
     extra = [(b"mcp-session-id", session.id.encode())] if session is not None else []
     if mcp_settings.RESPONSE_MODE == "sse":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -74,11 +75,16 @@ def _origin_allowed(origin: str, host: str) -> bool:
     return settings.DEBUG and validate_host(parts.hostname.lower(), LOCAL_HOSTS)
 
 
+@lru_cache(maxsize=256)
+def _host_allowed(host: str, hosts: tuple[str, ...]) -> bool:
+    domain, _port = split_domain_port(host)
+    return bool(domain) and validate_host(domain, hosts)
+
+
 def check_origin_and_host(headers: Headers) -> None:
     """403 when ``Host`` is not allowed, or ``Origin`` is neither same-origin nor allowlisted."""
     host = headers.get("host", "")
-    domain, _port = split_domain_port(host)
-    if not domain or not validate_host(domain, allowed_hosts()):
+    if not _host_allowed(host, tuple(allowed_hosts())):
         raise HTTPProblem(403, f"Host {host!r} is not allowed")
     origin = headers.get("origin")
     if origin is not None and origin != "null" and not _origin_allowed(origin, host):

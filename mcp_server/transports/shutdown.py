@@ -1,86 +1,49 @@
 """Graceful shutdown: on SIGTERM (Daphne) or ASGI lifespan shutdown, answer every in-flight request.
 
-Each request this worker holds is settled with -32000 "Connection closed: server shutting down", every
-open response is finished, and the worker waits for that at most ``SHUTDOWN_GRACE`` seconds.
+Each request the worker holds is settled with -32000 "Connection closed: server shutting down", every open
+response is finished, the ledger is flushed, and the worker waits for that at most ``SHUTDOWN_GRACE``
+seconds (see :meth:`~mcp_server.runtime.Runtime.ashutdown`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import sys
-import weakref
 from typing import Any, cast
 
-from ..conf import mcp_settings
-from ..protocol.inflight import inflight
+from ..runtime import Runtime, get_runtime
 
-__all__ = ["LifespanApp", "ashutdown", "install_shutdown_hooks", "track", "untrack"]
-
-logger = logging.getLogger("mcp_server.http")
-
-_exchanges: weakref.WeakSet[Any] = weakref.WeakSet()
-_installed = False
-_shutting_down = False
+__all__ = ["LifespanApp", "install_shutdown_hooks"]
 
 
-def track(consumer: Any) -> None:
-    """Remember a consumer whose response is open."""
-    _exchanges.add(consumer)
-
-
-def untrack(consumer: Any) -> None:
-    """Forget a consumer whose response is complete."""
-    _exchanges.discard(consumer)
-
-
-async def ashutdown(reason: str = "server shutting down") -> int:
-    """Settle this worker's requests with -32000, close its GET streams, wait for responses to finish."""
-    global _shutting_down
-    if _shutting_down:
-        return 0
-    _shutting_down = True
-    grace = float(mcp_settings.SHUTDOWN_GRACE)
-    consumers = list(_exchanges)
-    closed = 0
-    try:
-        async with asyncio.timeout(grace):
-            closed = await inflight.shutdown(reason)
-            for consumer in consumers:
-                consumer.stream_closed.set()
-            tasks = [c.task for c in consumers if c.task is not None and not c.task.done()]
-            if tasks:
-                await asyncio.wait(tasks)
-    except TimeoutError:
-        logger.warning("shutdown grace of %.1fs ran out with responses still open", grace)
-    logger.info("shutdown: %d in-flight requests answered with -32000", closed)
-    return closed
-
-
-def install_shutdown_hooks() -> None:
-    """Under Daphne (Twisted), run :func:`ashutdown` before the reactor kills the applications."""
-    global _installed
-    if _installed or "twisted.internet.reactor" not in sys.modules:
+def install_shutdown_hooks(runtime: Runtime) -> None:
+    """Under Daphne (Twisted), run the runtime's shutdown before the reactor kills the applications."""
+    if runtime._twisted_hook or "twisted.internet.reactor" not in sys.modules:
         return
-    _installed = True
+    runtime._twisted_hook = True
     from twisted.internet import defer, reactor
 
     def before_shutdown() -> Any:
-        return defer.Deferred.fromFuture(asyncio.ensure_future(ashutdown()))
+        return defer.Deferred.fromFuture(asyncio.ensure_future(runtime.ashutdown()))
 
     # Registered "before" the server's own trigger fires its cancellations.
     cast(Any, reactor).addSystemEventTrigger("before", "shutdown", before_shutdown)
 
 
 class LifespanApp:
-    """ASGI lifespan: nothing at startup; :func:`ashutdown` at shutdown."""
+    """ASGI lifespan: start the runtime at startup; its graceful shutdown at shutdown."""
+
+    def __init__(self, runtime: Runtime | None = None) -> None:
+        self.runtime = runtime
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        runtime = self.runtime if self.runtime is not None else get_runtime()
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                await runtime.start()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
-                await ashutdown()
+                await runtime.ashutdown()
                 await send({"type": "lifespan.shutdown.complete"})
                 return

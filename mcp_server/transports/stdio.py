@@ -5,15 +5,14 @@ ledger and served in its own task under the reply guarantee (as over HTTP); a si
 compact JSON message per line on the output. End of input, or :meth:`StdioSession.stop` (SIGTERM),
 lets in-flight requests finish for ``SHUTDOWN_GRACE`` seconds, then answers the rest with -32000.
 
-When a channel layer is configured the session also listens on a channel of its own: settlements decided
-by another process (an operator's abort) and server-initiated notifications (``list_changed``,
-``resources/updated``) reach it there, and the session's end in another process stops it.
+The process's runtime carries what other processes send: an operator's abort, server-initiated
+notifications (``list_changed``, ``resources/updated``, routed to this session's stream), and the session's
+end in another process, which stops the loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import logging
 import os
@@ -21,14 +20,12 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
-from channels.layers import get_channel_layer
 from django.utils import timezone
 
 from ..conf import mcp_settings
 from ..models import Session
 from ..protocol.context import SessionState
 from ..protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, JSONRPCError
-from ..protocol.inflight import CLOSED, InFlight, closed_response, inflight
 from ..protocol.jsonrpc import (
     JSONRPCRequest,
     decode_body,
@@ -38,12 +35,12 @@ from ..protocol.jsonrpc import (
     result_response,
 )
 from ..protocol.notifications import handle_client_message
-from ..protocol.outbound import outbound
 from ..protocol.peer import RequestPeer
 from ..protocol.serving import answer_initialize, start_request
+from ..protocol.settlement import CLOSED, PendingRequest, closed_response
 from ..registry.server import MCPServer
-from ..sessions import TOUCH_EVERY, aend_session, state_of
-from .signals import session_group
+from ..runtime import Runtime
+from ..sessions import TOUCH_EVERY, state_of
 
 __all__ = ["EOF", "TOO_LONG", "LineWriter", "Marker", "StdioSession", "read_lines"]
 
@@ -140,15 +137,12 @@ class _StdioPeer(RequestPeer):
     """Where one request's related messages go: the session's output, while the request is pending."""
 
     def __init__(self, session: StdioSession) -> None:
+        super().__init__(session.runtime.outbound, session.runtime.channel)
         self.session = session
 
     @property
     def session_id(self) -> str | None:
         return self.session.state.id if self.session.state is not None else None
-
-    @property
-    def channel(self) -> str:
-        return self.session.channel
 
     async def emit(self, message: dict[str, Any]) -> bool:
         return bool(await self.session.writer.write(message))
@@ -158,16 +152,23 @@ class StdioSession:
     """One client on a pair of pipes, from ``initialize`` to the end of its input."""
 
     def __init__(
-        self, server: MCPServer, *, input_fd: int, output: IO[bytes], user: Any = None, grace: float = 5.0
+        self,
+        server: MCPServer,
+        *,
+        runtime: Runtime,
+        input_fd: int,
+        output: IO[bytes],
+        user: Any = None,
+        grace: float = 5.0,
     ) -> None:
         self.server = server
+        self.runtime = runtime
         self.input_fd = input_fd
         self.user = user
         self.grace = grace
         self.writer = LineWriter(output)
         self.state: SessionState | None = None
-        self.channel = ""
-        self.open: set[InFlight] = set()
+        self.open: set[PendingRequest] = set()
         self.stop_reason: str | None = None
         self._stopping = asyncio.Event()
         self._hurry = asyncio.Event()
@@ -185,18 +186,7 @@ class StdioSession:
 
     async def run(self) -> str:
         """Serve until end of input or :meth:`stop`; every request is settled on return. Returns why."""
-        layer = get_channel_layer(mcp_settings.CHANNEL_LAYER)
-        receiver: asyncio.Task[None] | None = None
-        if layer is not None:
-            try:
-                self.channel = await layer.new_channel()
-            except Exception:
-                logger.exception(
-                    "no channel layer: settlements and notifications from other processes are lost"
-                )
-                layer = None
-            else:
-                receiver = asyncio.create_task(self._receive(layer), name="mcp stdio channel")
+        await self.runtime.start()
         lines = read_lines(self.input_fd, asyncio.get_running_loop(), int(mcp_settings.MAX_REQUEST_BYTES))
         try:
             while (line := await self._next(lines)) is not EOF:
@@ -205,12 +195,8 @@ class StdioSession:
             reason = self.stop_reason or "stdin closed"
             self._stopping.set()  # from now on, stop() ends the grace period
             await self._wind_down(reason)
-            if receiver is not None:
-                receiver.cancel()
-                await asyncio.gather(receiver, return_exceptions=True)
-            if layer is not None and self.state is not None and self.state.id is not None:
-                with contextlib.suppress(Exception):
-                    await layer.group_discard(session_group(self.state.id), self.channel)
+            if self.state is not None and self.state.id is not None:
+                await self.runtime.detach_stream(self.state.id, self)
             self.writer.close()
         return reason
 
@@ -250,7 +236,7 @@ class StdioSession:
             if isinstance(message, JSONRPCRequest):
                 await self._request(message)
             elif self.state is not None:
-                await handle_client_message(self.state, message)
+                await handle_client_message(self.runtime, self.state, message)
             else:
                 logger.debug("%s before initialize ignored", type(message).__name__)
         except Exception:  # _request answers or opens an entry; when it raises, it did neither
@@ -272,13 +258,13 @@ class StdioSession:
             return
         try:
             entry = await start_request(
+                self.runtime,
                 message,
                 server=self.server,
                 session=self.state,
                 peer=_StdioPeer(self),
                 deliver=self._deliver,
                 user=self.user,
-                channel=self.channel,
             )
         except JSONRPCError as exc:
             await self.writer.write(error_response(message.id, exc))
@@ -291,19 +277,19 @@ class StdioSession:
             error = JSONRPCError(INVALID_REQUEST, "Invalid request: the session is already initialized")
             await self.writer.write(error_response(message.id, error))
             return
-        response, session = await answer_initialize(self.server, message, user=self.user, transport="stdio")
+        response, session = await answer_initialize(
+            self.runtime, self.server, message, user=self.user, transport="stdio"
+        )
         if session is not None and "result" in response:
             self.state = state_of(session)
-            layer = get_channel_layer(mcp_settings.CHANNEL_LAYER)
-            if layer is not None and self.channel:
-                try:
-                    await layer.group_add(session_group(session.id), self.channel)
-                except Exception:
-                    logger.exception("server-initiated notifications will not reach this session")
+            try:
+                await self.runtime.attach_stream(session.id, self)
+            except Exception:
+                logger.exception("server-initiated notifications will not reach this session")
             logger.info("stdio session %s opened by %s", session.id, session.client_name or "a client")
         await self.writer.write(response)
 
-    async def _deliver(self, entry: InFlight, response: dict[str, Any] | None) -> None:
+    async def _deliver(self, entry: PendingRequest, response: dict[str, Any] | None) -> None:
         """The one way a response leaves: called once per request by the settlement that wins."""
         if response is not None:
             await self.writer.write(response)
@@ -323,30 +309,15 @@ class StdioSession:
 
     # -- other processes ---------------------------------------------------------------------------------
 
-    async def _receive(self, layer: Any) -> None:
-        """Messages for this session from any process, over the channel layer."""
-        while True:
-            try:
-                message = await layer.receive(self.channel)
-            except Exception:
-                logger.exception("channel layer receive failed; retrying in 1s")
-                await asyncio.sleep(1.0)
-                continue
-            kind = message.get("type")
-            try:
-                if kind == "mcp.settled":
-                    await inflight.finish_remote(
-                        message["session_id"], message["key"], message["state"], message["response"]
-                    )
-                elif kind == "mcp.answer":
-                    outbound.resolve_forwarded(message["session_id"], message["message"])
-                elif kind == "mcp.message":
-                    await self.writer.write(message["message"])
-                elif kind == "mcp.session.closed" and not self._stopping.is_set():
-                    logger.warning("the session was ended elsewhere: %s", message.get("reason", ""))
-                    self.stop(str(message.get("reason") or "session ended"))
-            except Exception:
-                logger.exception("could not act on %s", kind)
+    async def send(self, message: dict[str, Any]) -> None:
+        """A server-initiated notification for this session (from any process)."""
+        await self.writer.write(message)
+
+    def close(self, reason: str) -> None:
+        """The session was ended elsewhere (an operator, another process): stop."""
+        if not self._stopping.is_set():
+            logger.warning("the session was ended elsewhere: %s", reason)
+            self.stop(reason or "session ended")
 
     # -- the end -----------------------------------------------------------------------------------------
 
@@ -362,10 +333,13 @@ class StdioSession:
         tasks = [entry.task for entry in self.open if entry.task is not None]
         if self.state is not None and self.state.id is not None:
             try:
-                await aend_session(self.state.id, reason)
+                await self.runtime.end_session(self.state.id, reason)
             except Exception:
                 logger.exception("could not end session %s", self.state.id)
         for entry in list(self.open):  # whatever ending the session could not reach
-            await inflight.settle(entry, CLOSED, closed_response(entry.request_id, reason))
+            await self.runtime.requests.settle(entry, CLOSED, closed_response(entry.request_id, reason))
+        # A settlement won elsewhere (the session's end arriving over the channel layer) may still be writing
+        # its reply: the output is closed only once every reply is out.
+        await asyncio.wait([asyncio.ensure_future(self._idle.wait())], timeout=1.0)
         if tasks:
             await asyncio.wait(tasks, timeout=1.0)

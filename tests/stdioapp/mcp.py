@@ -8,7 +8,6 @@ import os
 import sys
 
 from mcp_server import Context, MCPServer, mcp
-from mcp_server.protocol.inflight import inflight
 
 logger = logging.getLogger("tests.stdioapp")
 
@@ -38,7 +37,9 @@ async def stdio_wait_for_cancel(ctx: Context) -> str:
 @mcp.tool
 async def stdio_pending(ctx: Context) -> list[str]:
     """Ids of the caller's session still in flight in this process, besides this request."""
-    return [str(e.request_id) for e in inflight.pending(ctx.session_id) if e.request_id != ctx.request_id]
+    assert ctx.runtime is not None
+    pending = ctx.runtime.requests.pending(ctx.session_id)
+    return [str(e.request_id) for e in pending if e.request_id != ctx.request_id]
 
 
 @mcp.tool

@@ -78,16 +78,15 @@ def raw_echo(params: dict[str, Any]) -> dict[str, Any]:
 @mcp.method("test/stats")
 async def raw_stats(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     """What this worker holds: in-flight entries (ids of the caller's session), waiting answers, tasks."""
-    from mcp_server.ledger import get_ledger
-    from mcp_server.protocol.inflight import inflight
-    from mcp_server.protocol.outbound import outbound
-
-    mine = [e.request_id for e in inflight.pending(ctx.session_id) if e.request_id != ctx.request_id]
-    ledger_pending = [r for r in await get_ledger().apending() if r.request_key != f"i:{ctx.request_id}"]
+    runtime = ctx.runtime
+    assert runtime is not None
+    await runtime.writer.flush()  # what is settled is recorded before the ledger is read
+    mine = [e.request_id for e in runtime.requests.pending(ctx.session_id) if e.request_id != ctx.request_id]
+    ledger_pending = [r for r in await runtime.ledger.apending() if r.request_key != f"i:{ctx.request_id}"]
     return {
         "ledger_pending": len(ledger_pending),
-        "inflight": len(inflight) - 1,
-        "outbound": len(outbound),
+        "inflight": len(runtime.requests) - 1,
+        "outbound": len(runtime.outbound),
         "tasks": len(asyncio.all_tasks()),
         "pending": mine,
     }
@@ -96,10 +95,13 @@ async def raw_stats(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
 @mcp.method("test/ledger_pending")
 async def raw_ledger_pending(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     """Pending requests of the caller's session (or ``params["session"]``) in the ledger (any backend)."""
-    from mcp_server.ledger import get_ledger, request_key
+    from mcp_server.ledger import request_key
 
+    runtime = ctx.runtime
+    assert runtime is not None
+    await runtime.writer.flush()
     own = request_key(ctx.request_id)
-    records = await get_ledger().apending(str(params.get("session") or ctx.session_id))
+    records = await runtime.ledger.apending(str(params.get("session") or ctx.session_id))
     return {"pending": [r.request_id for r in records if r.request_key != own]}
 
 

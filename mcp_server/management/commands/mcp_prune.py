@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from mcp_server.conf import mcp_settings
 from mcp_server.ledger import get_ledger
-from mcp_server.protocol.inflight import inflight
+from mcp_server.ledger.upkeep import Upkeep
 
 
 class Command(BaseCommand):
@@ -36,6 +36,6 @@ class Command(BaseCommand):
 
     async def _run(self, retention: float) -> dict[str, int]:
         now = timezone.now()
-        orphans = await inflight.settle_orphans(now)
+        orphans = await Upkeep(get_ledger(), worker_id="mcp_prune").settle_orphans(now)
         pruned = await get_ledger().aprune(now - timedelta(seconds=retention))
         return {"pruned": pruned, "orphans": orphans}

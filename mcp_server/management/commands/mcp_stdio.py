@@ -174,6 +174,7 @@ class Command(BaseCommand):
 
 def run(server: MCPServer, *, user: Any, input_fd: int, output: IO[bytes]) -> str:
     """Serve one session on its own event loop; SIGTERM and SIGINT wind it down as end of input does."""
+    from mcp_server.runtime import get_runtime
     from mcp_server.transports.stdio import StdioSession
 
     loop = asyncio.new_event_loop()
@@ -182,8 +183,14 @@ def run(server: MCPServer, *, user: Any, input_fd: int, output: IO[bytes]) -> st
     loop.set_default_executor(handlers)
 
     async def main() -> str:
+        runtime = get_runtime()
         session = StdioSession(
-            server, input_fd=input_fd, output=output, user=user, grace=float(mcp_settings.SHUTDOWN_GRACE)
+            server,
+            runtime=runtime,
+            input_fd=input_fd,
+            output=output,
+            user=user,
+            grace=float(mcp_settings.SHUTDOWN_GRACE),
         )
         for signum in (signal.SIGTERM, signal.SIGINT):
             with suppress(NotImplementedError, RuntimeError):  # Windows, or not the main thread
@@ -191,6 +198,7 @@ def run(server: MCPServer, *, user: Any, input_fd: int, output: IO[bytes]) -> st
         try:
             return await session.run()
         finally:
+            await runtime.aclose()  # the ledger's last records are written before the process ends
             await sync_to_async(connections.close_all)()
 
     try:

@@ -1,0 +1,151 @@
+"""Every message that crosses worker processes over the Channels channel layer: typed builders, one parser.
+
+A worker process listens on one channel of its own (see :class:`~mcp_server.runtime.Runtime`) and is a member
+of :data:`WORKERS_GROUP`, plus the group of every session whose standalone stream it holds. Nothing else in
+the package spells a channel-layer ``type``: build a message here, send it with ``to_event()``, and read one
+with :func:`parse_event`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeAlias
+
+__all__ = [
+    "WORKERS_GROUP",
+    "AbortRequest",
+    "AbortResult",
+    "CancelRequest",
+    "CancelSettled",
+    "ClientAnswer",
+    "EndSession",
+    "SessionChanged",
+    "StreamMessage",
+    "WorkerMessage",
+    "parse_event",
+    "session_group",
+    "to_event",
+]
+
+WORKERS_GROUP = "mcp-workers"
+"""The channel-layer group every worker process of the site joins."""
+
+
+def session_group(session_id: str) -> str:
+    """The group of the workers that hold a standalone stream (GET, or stdio) of this session."""
+    return f"mcp-session-{session_id}"
+
+
+@dataclass(frozen=True)
+class CancelRequest:
+    """The client cancelled a request; the worker holding it stops it and sends nothing for it."""
+
+    type: ClassVar[str] = "mcp.cancel"
+    session_id: str | None
+    key: str
+
+
+@dataclass(frozen=True)
+class CancelSettled:
+    """The worker holding a cancelled request settled it: the others forget the cancel they remembered."""
+
+    type: ClassVar[str] = "mcp.cancel.settled"
+    session_id: str | None
+    key: str
+
+
+@dataclass(frozen=True)
+class EndSession:
+    """A session ended (DELETE, idle expiry, an operator): its requests answer -32000, its streams close."""
+
+    type: ClassVar[str] = "mcp.session.ended"
+    session_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class SessionChanged:
+    """A session's stored state changed (log level, subscriptions): cached copies are dropped."""
+
+    type: ClassVar[str] = "mcp.session.changed"
+    session_id: str
+
+
+@dataclass(frozen=True)
+class AbortRequest:
+    """An operator aborted a request; the worker holding it answers -32003 and replies to ``reply_to``."""
+
+    type: ClassVar[str] = "mcp.abort"
+    session_id: str | None
+    key: str
+    reply_to: str = ""
+
+
+@dataclass(frozen=True)
+class AbortResult:
+    """Whether the worker that received an :class:`AbortRequest` settled the request."""
+
+    type: ClassVar[str] = "mcp.abort.result"
+    session_id: str | None
+    key: str
+    aborted: bool
+
+
+@dataclass(frozen=True)
+class ClientAnswer:
+    """The client's answer to a server-to-client request, posted to a worker other than the one waiting."""
+
+    type: ClassVar[str] = "mcp.answer"
+    session_id: str
+    message: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StreamMessage:
+    """A server-initiated message for a session's standalone stream, whichever worker holds it."""
+
+    type: ClassVar[str] = "mcp.stream"
+    session_id: str
+    message: dict[str, Any]
+
+
+WorkerMessage: TypeAlias = (
+    CancelRequest
+    | CancelSettled
+    | EndSession
+    | SessionChanged
+    | AbortRequest
+    | AbortResult
+    | ClientAnswer
+    | StreamMessage
+)
+
+_KINDS: dict[str, type[WorkerMessage]] = {
+    kind.type: kind
+    for kind in (
+        CancelRequest,
+        EndSession,
+        SessionChanged,
+        AbortRequest,
+        AbortResult,
+        ClientAnswer,
+        StreamMessage,
+    )
+}
+
+
+def to_event(message: WorkerMessage) -> dict[str, Any]:
+    """The channel-layer event carrying ``message``."""
+    return {"type": message.type, **message.__dict__}
+
+
+def parse_event(event: dict[str, Any]) -> WorkerMessage | None:
+    """The message an event carries, or ``None`` for an event of another kind or shape."""
+    kind = _KINDS.get(str(event.get("type")))
+    if kind is None:
+        return None
+    fields = {k: v for k, v in event.items() if k != "type"}
+    try:
+        return kind(**fields)
+    except TypeError:
+        return None

@@ -1,0 +1,290 @@
+"""Settlement: the one path by which every request ends, exactly once.
+
+The worker process that holds a request's exchange (the HTTP POST waiting for it, or the stdio loop) decides
+its settlement in memory: :meth:`RequestTable.settle` is a compare-and-set on the entry's state, and only
+the caller that moves it from ``pending`` delivers a reply (or, for a cancel, none). Every way a request can
+end goes through it: its answer, a deadline, the client's cancel, the session's end, an operator's abort,
+shutdown. Other workers reach the holder with the typed messages of :mod:`~mcp_server.protocol.messages`;
+the ledger records each settlement behind the request path (:class:`~mcp_server.ledger.writer.LedgerWriter`)
+and decides by its own compare-and-set only for requests no live worker holds (a dead worker's orphans).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Protocol
+
+from django.utils import timezone
+
+from ..ledger.base import DuplicateRequest, LedgerRecord, request_key
+from ..ledger.states import State
+from .errors import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_ABORTED, JSONRPCError
+from .jsonrpc import RequestId, error_response
+
+__all__ = [
+    "ABORTED",
+    "ABORT_MESSAGE",
+    "ANSWERED",
+    "CANCELLED",
+    "CLOSED",
+    "PENDING",
+    "TIMED_OUT",
+    "Deliver",
+    "PendingRequest",
+    "RecordSink",
+    "RequestTable",
+    "aborted_response",
+    "closed_response",
+    "outcome_of",
+]
+
+logger = logging.getLogger("mcp_server.requests")
+
+PENDING = State.PENDING.value
+ANSWERED = State.ANSWERED.value
+CANCELLED = State.CANCELLED.value
+CLOSED = State.CLOSED.value
+TIMED_OUT = State.TIMED_OUT.value
+ABORTED = State.ABORTED.value
+
+EARLY_CANCEL_WINDOW = 30.0
+"""Seconds a cancel for an id not (yet) known here is remembered: its request may still arrive (I9)."""
+
+EARLY_CANCEL_LIMIT = 10_000
+"""At most this many early cancels are remembered per process (oldest forgotten first)."""
+
+Deliver = Callable[["PendingRequest", dict[str, Any] | None], Awaitable[None]]
+"""Called once per request by the settlement that wins: the response, or ``None`` (cancelled)."""
+
+
+class RecordSink(Protocol):
+    """Where settlements are recorded (the ledger writer)."""
+
+    async def opened(self, record: LedgerRecord) -> None:
+        """A request arrived (may raise ``DuplicateRequest`` when writing through)."""
+
+    async def settled(self, record: LedgerRecord) -> None:
+        """A request was settled."""
+
+
+def closed_response(request_id: RequestId, reason: str) -> dict[str, Any]:
+    """The -32000 answer for a request whose session or server went away."""
+    return error_response(request_id, JSONRPCError(CONNECTION_CLOSED, f"Connection closed: {reason}"))
+
+
+ABORT_MESSAGE = "Request aborted by an operator"
+"""The message of the error an aborted request is answered with."""
+
+
+def aborted_response(request_id: RequestId) -> dict[str, Any]:
+    """The -32003 answer of a request an operator aborted."""
+    return error_response(request_id, JSONRPCError(REQUEST_ABORTED, ABORT_MESSAGE))
+
+
+def outcome_of(response: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the ledger keeps of a response: the error, or that there was a result."""
+    if response is None:
+        return None
+    if "error" in response:
+        error = response["error"]
+        return {"error": {"code": error.get("code"), "message": str(error.get("message", ""))[:500]}}
+    return {"result": True}
+
+
+@dataclass(eq=False)
+class PendingRequest:
+    """A request held by this process, from arrival until it is settled."""
+
+    record: LedgerRecord
+    request_id: RequestId
+    deliver: Deliver
+    task: asyncio.Task[Any] | None = None
+    state: str = PENDING
+
+    @property
+    def session_id(self) -> str | None:
+        return self.record.session_id
+
+    @property
+    def method(self) -> str:
+        return self.record.method
+
+    @property
+    def key(self) -> tuple[str | None, str]:
+        """``(session id, stored request id)``: unique among the pending requests of a session."""
+        return self.record.session_id, self.record.request_key
+
+
+class RequestTable:
+    """This process's pending requests; settles each exactly once and records it in ``sink``."""
+
+    def __init__(
+        self,
+        sink: RecordSink,
+        *,
+        worker_id: str,
+        channel: Callable[[], str] = lambda: "",
+        on_remembered_cancel: Callable[[str | None, str], Awaitable[None]] | None = None,
+    ) -> None:
+        self.sink = sink
+        self.on_remembered_cancel = on_remembered_cancel
+        """Called when a remembered cancel (I9) settled its request: other workers may forget theirs."""
+        self.worker_id = worker_id
+        self._channel = channel
+        self._entries: dict[tuple[str | None, str], PendingRequest] = {}
+        self._stateless: set[PendingRequest] = set()
+        self._early_cancels: OrderedDict[tuple[str | None, str], float] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries) + len(self._stateless)
+
+    def pending(self, session_id: str | None = None) -> list[PendingRequest]:
+        """Pending requests held here, of one session or all."""
+        entries = [*self._entries.values(), *self._stateless]
+        return [e for e in entries if session_id is None or e.session_id == session_id]
+
+    def get(self, session_id: str | None, key: str) -> PendingRequest | None:
+        """The pending request with that session and stored id, if held here."""
+        return self._entries.get((session_id, key))
+
+    async def open(
+        self,
+        session_id: str | None,
+        request_id: RequestId,
+        method: str,
+        deliver: Deliver,
+        *,
+        name: str = "",
+        user_id: int | None = None,
+        seconds: float | None = None,
+        lease: float = 30.0,
+    ) -> PendingRequest:
+        """Take an arriving request. Raises -32600 for an id pending in the same session.
+
+        A request whose cancel arrived first (I9) is settled as cancelled at once: it never runs.
+        """
+        key = request_key(request_id)
+        if session_id is not None and (session_id, key) in self._entries:
+            raise _duplicate(request_id)
+        now = timezone.now()
+        record = LedgerRecord(
+            session_id=session_id,
+            request_key=key,
+            method=method,
+            name=name[:300],
+            user_id=user_id,
+            worker=self.worker_id,
+            channel=self._channel(),
+            created=now,
+            deadline=now + timedelta(seconds=seconds) if seconds else None,
+            lease_expires=now + timedelta(seconds=lease),
+        )
+        entry = PendingRequest(record=record, request_id=request_id, deliver=deliver)
+        try:
+            await self.sink.opened(record)
+        except DuplicateRequest:
+            raise _duplicate(request_id) from None
+        if session_id is None:
+            self._stateless.add(entry)
+        else:
+            self._entries[entry.key] = entry
+        if self._take_early_cancel(session_id, key) and method != "initialize":
+            await self.settle(entry, CANCELLED, None)
+            if self.on_remembered_cancel is not None:
+                await self.on_remembered_cancel(session_id, key)
+        return entry
+
+    async def settle(self, entry: PendingRequest, state: str, response: dict[str, Any] | None) -> bool:
+        """Settle ``entry``: ``True`` for the one caller that moves it from pending (it delivers)."""
+        if entry.state != PENDING:
+            return False
+        entry.state = state
+        if entry.session_id is None:
+            self._stateless.discard(entry)
+        elif self._entries.get(entry.key) is entry:
+            del self._entries[entry.key]
+        if (
+            state not in (ANSWERED, TIMED_OUT)
+            and entry.task is not None
+            and entry.task is not asyncio.current_task()
+        ):
+            entry.task.cancel()
+        record = entry.record
+        record.outcome = outcome_of(response)
+        record.settled_at = timezone.now()
+        record.state = state
+        try:
+            await entry.deliver(entry, response)
+        finally:
+            try:
+                await self.sink.settled(record)
+            except Exception:  # the reply went out; the record converges when the store answers
+                logger.exception("could not record the settlement of %r", entry.request_id)
+        return True
+
+    async def cancel(self, session_id: str | None, key: str, *, remember: bool = True) -> bool:
+        """The client cancelled: stop the request and send nothing for it. ``initialize`` is not cancellable.
+
+        An id not held here is remembered for :data:`EARLY_CANCEL_WINDOW` seconds (``remember``): its request
+        may be on its way to this worker.
+        """
+        entry = self._entries.get((session_id, key))
+        if entry is None:
+            if remember and session_id is not None:
+                self._remember_early_cancel(session_id, key)
+            return False
+        return entry.method != "initialize" and await self.settle(entry, CANCELLED, None)
+
+    async def close_session(self, session_id: str, reason: str) -> int:
+        """Answer every request of the session held here with -32000 ``Connection closed: <reason>``."""
+        closed = 0
+        for entry in self.pending(session_id):
+            closed += await self.settle(entry, CLOSED, closed_response(entry.request_id, reason))
+        return closed
+
+    async def shutdown(self, reason: str = "server shutting down") -> int:
+        """Answer every request held here with -32000 (graceful shutdown)."""
+        closed = 0
+        for entry in self.pending():
+            closed += await self.settle(entry, CLOSED, closed_response(entry.request_id, reason))
+        return closed
+
+    async def refuse(self, record: LedgerRecord) -> None:
+        """The ledger refused a request as a duplicate of one pending at another worker: answer -32600."""
+        for entry in self.pending(record.session_id):
+            if entry.record is record:
+                await self.settle(
+                    entry, ANSWERED, error_response(entry.request_id, _duplicate(entry.request_id))
+                )
+                return
+
+    def forget_cancel(self, session_id: str | None, key: str) -> None:
+        """Another worker settled the request a remembered cancel was for: the id may be used again."""
+        self._early_cancels.pop((session_id, key), None)
+
+    # -- cancels that overtake their request (I9) ----------------------------------------------------------
+
+    def _remember_early_cancel(self, session_id: str, key: str) -> None:
+        now = time.monotonic()
+        self._early_cancels[(session_id, key)] = now + EARLY_CANCEL_WINDOW
+        self._early_cancels.move_to_end((session_id, key))
+        while self._early_cancels and (
+            len(self._early_cancels) > EARLY_CANCEL_LIMIT or next(iter(self._early_cancels.values())) < now
+        ):
+            self._early_cancels.popitem(last=False)
+
+    def _take_early_cancel(self, session_id: str | None, key: str) -> bool:
+        if not self._early_cancels:
+            return False
+        expires = self._early_cancels.pop((session_id, key), None)
+        return expires is not None and expires >= time.monotonic()
+
+
+def _duplicate(request_id: RequestId) -> JSONRPCError:
+    return JSONRPCError(INVALID_REQUEST, f"Request id {request_id!r} is already in flight in this session")

@@ -1,0 +1,305 @@
+"""The per-process runtime: everything a worker process keeps while it serves MCP, in one object.
+
+One :class:`Runtime` is created at start-up (``mcp_server``'s app config holds the process's own, see
+:func:`get_runtime`); transports receive it, handlers reach it as ``ctx.runtime``, and tests build their own.
+It holds the table of pending requests, the server-to-client requests waiting for the client, the session
+cache, the ledger writer, the standalone streams this process holds, and the process's place on the channel
+layer: one channel of its own, a member of :data:`~mcp_server.protocol.messages.WORKERS_GROUP`, where every
+cross-worker message for it arrives (:meth:`Runtime.handle`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import os
+import socket
+import uuid
+import weakref
+from typing import Any, Protocol
+
+from channels.layers import get_channel_layer
+
+from .conf import mcp_settings
+from .ledger import Ledger, get_ledger
+from .ledger.base import LedgerRecord, request_key
+from .ledger.upkeep import Upkeep
+from .ledger.writer import LedgerWriter
+from .protocol.jsonrpc import RequestId
+from .protocol.messages import (
+    WORKERS_GROUP,
+    AbortRequest,
+    AbortResult,
+    CancelRequest,
+    CancelSettled,
+    ClientAnswer,
+    EndSession,
+    SessionChanged,
+    StreamMessage,
+    WorkerMessage,
+    parse_event,
+    session_group,
+    to_event,
+)
+from .protocol.outbound import OutboundTable
+from .protocol.settlement import ABORTED, RequestTable, aborted_response
+from .sessions import SessionCache, aend_session
+
+__all__ = ["Runtime", "StreamSink", "get_runtime", "new_worker_id"]
+
+logger = logging.getLogger("mcp_server.runtime")
+
+
+def new_worker_id() -> str:
+    """A process's identity in the ledger (its leases carry it): host, pid and a random suffix."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class StreamSink(Protocol):
+    """A standalone stream held by this process (a GET stream, or the stdio output)."""
+
+    async def send(self, message: dict[str, Any]) -> None:
+        """Send a server-initiated message on the stream."""
+
+    def close(self, reason: str) -> None:
+        """The session ended: finish the stream."""
+
+
+class Runtime:
+    """A worker process's MCP state (see the module docstring). Call :meth:`start` inside the event loop."""
+
+    def __init__(
+        self,
+        *,
+        worker_id: str | None = None,
+        ledger: Ledger | None = None,
+        channel_layer_alias: str | None = None,
+        flush_interval: float | None = None,
+        session_cache_ttl: float | None = None,
+        freeze_gc: bool = False,
+    ) -> None:
+        self.worker_id = worker_id or new_worker_id()
+        self.ledger = ledger if ledger is not None else get_ledger()
+        interval = mcp_settings.LEDGER_FLUSH_INTERVAL if flush_interval is None else flush_interval
+        self.writer = LedgerWriter(self.ledger, interval=interval, on_refused=self._refused)
+        self.requests = RequestTable(
+            self.writer,
+            worker_id=self.worker_id,
+            channel=lambda: self.channel,
+            on_remembered_cancel=self._cancel_settled,
+        )
+        self.outbound = OutboundTable()
+        ttl = mcp_settings.SESSION_CACHE_TTL if session_cache_ttl is None else session_cache_ttl
+        self.sessions = SessionCache(float(ttl))
+        self.upkeep = Upkeep(self.ledger, self.worker_id)
+        self.layer_alias = channel_layer_alias or mcp_settings.CHANNEL_LAYER
+        self.channel = ""
+        """This process's channel-layer name (empty until :meth:`start`, or without a channel layer)."""
+        self.exchanges: weakref.WeakSet[Any] = weakref.WeakSet()
+        """Exchanges whose response is open (graceful shutdown waits for them)."""
+        self.shutting_down = False
+        self._twisted_hook = False
+        self.freeze_gc = freeze_gc
+        self._streams: dict[str, set[StreamSink]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started: asyncio.AbstractEventLoop | None = None
+        self._starting: asyncio.Future[None] | None = None
+
+    # -- life cycle ------------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Join the channel layer and start the background tasks (once per event loop; cheap after that)."""
+        loop = asyncio.get_running_loop()
+        if self._started is loop:
+            if self._starting is not None and not self._starting.done():
+                await asyncio.shield(self._starting)
+            return
+        self._started = loop
+        self._starting = loop.create_future()
+        try:
+            layer = get_channel_layer(self.layer_alias)
+            if layer is not None:
+                try:
+                    self.channel = await layer.new_channel(prefix="mcp-worker.")
+                    await layer.group_add(WORKERS_GROUP, self.channel)
+                except Exception:
+                    logger.exception("channel layer unreachable: messages from other workers will not arrive")
+                    self.channel = ""
+                else:
+                    self._tasks.append(loop.create_task(self._listen(layer), name="mcp worker channel"))
+            self._tasks.append(loop.create_task(self.upkeep.run(), name="mcp ledger upkeep"))
+            if self.freeze_gc:  # start-up objects live for ever: keep them out of the collector's way
+                gc.collect()
+                gc.freeze()
+        finally:
+            self._starting.set_result(None)
+
+    async def aclose(self) -> None:
+        """Flush the ledger and stop the background tasks."""
+        await self.writer.aclose()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        layer = get_channel_layer(self.layer_alias)
+        if layer is not None and self.channel:
+            try:
+                await layer.group_discard(WORKERS_GROUP, self.channel)
+            except Exception:
+                logger.debug("could not leave the workers group", exc_info=True)
+        self._started = None
+
+    # -- what transports ask -----------------------------------------------------------------------------
+
+    async def cancel(self, session_id: str | None, request_id: RequestId) -> bool:
+        """The client cancelled a request: settle it here, or tell every worker (one of them holds it, or it
+        has not arrived yet and is remembered)."""
+        key = request_key(request_id)
+        if await self.requests.cancel(session_id, key, remember=False):
+            return True
+        if session_id is not None and not await self._broadcast(
+            CancelRequest(session_id=session_id, key=key)
+        ):
+            await self.requests.cancel(session_id, key)
+        return False
+
+    async def end_session(self, session_id: str, reason: str) -> bool:
+        """End a session everywhere (see :func:`~mcp_server.sessions.aend_session`)."""
+        ended = await aend_session(session_id, reason)
+        await self._session_ended(session_id, reason)  # at once here, whatever the channel layer does
+        return ended
+
+    async def attach_stream(self, session_id: str, sink: StreamSink) -> None:
+        """Route the session's server-initiated messages to ``sink`` (from any worker)."""
+        sinks = self._streams.setdefault(session_id, set())
+        first = not sinks
+        sinks.add(sink)
+        layer = get_channel_layer(self.layer_alias)
+        if first and layer is not None and self.channel:
+            await layer.group_add(session_group(session_id), self.channel)
+
+    async def detach_stream(self, session_id: str, sink: StreamSink) -> None:
+        """Stop routing to ``sink``."""
+        sinks = self._streams.get(session_id)
+        if sinks is None:
+            return
+        sinks.discard(sink)
+        if not sinks:
+            del self._streams[session_id]
+            layer = get_channel_layer(self.layer_alias)
+            if layer is not None and self.channel:
+                try:
+                    await layer.group_discard(session_group(session_id), self.channel)
+                except Exception:
+                    logger.debug("could not leave the group of session %s", session_id, exc_info=True)
+
+    # -- messages from other workers ----------------------------------------------------------------------
+
+    async def _listen(self, layer: Any) -> None:
+        while True:
+            try:
+                event = await layer.receive(self.channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("channel layer receive failed; retrying in 1s")
+                await asyncio.sleep(1.0)
+                continue
+            message = parse_event(event)
+            if message is None:
+                logger.warning("unknown message on the worker channel: %r", event.get("type"))
+                continue
+            try:
+                await self.handle(message)
+            except Exception:
+                logger.exception("could not act on %s", message.type)
+
+    async def handle(self, message: WorkerMessage) -> None:
+        """Act on a message from another worker (or this one)."""
+        if isinstance(message, CancelRequest):
+            if await self.requests.cancel(message.session_id, message.key):
+                await self._cancel_settled(message.session_id, message.key)
+        elif isinstance(message, CancelSettled):
+            self.requests.forget_cancel(message.session_id, message.key)
+        elif isinstance(message, EndSession):
+            await self._session_ended(message.session_id, message.reason)
+        elif isinstance(message, SessionChanged):
+            self.sessions.forget(message.session_id)
+        elif isinstance(message, AbortRequest):
+            entry = self.requests.get(message.session_id, message.key)
+            aborted = entry is not None and await self.requests.settle(
+                entry, ABORTED, aborted_response(entry.request_id)
+            )
+            if message.reply_to:
+                await self._send(
+                    message.reply_to, AbortResult(message.session_id, message.key, aborted=aborted)
+                )
+        elif isinstance(message, ClientAnswer):
+            self.outbound.resolve_forwarded(message.session_id, message.message)
+        elif isinstance(message, StreamMessage):
+            for sink in list(self._streams.get(message.session_id, ())):
+                await sink.send(message.message)
+
+    async def _session_ended(self, session_id: str, reason: str) -> None:
+        self.sessions.forget(session_id)
+        await self.requests.close_session(session_id, reason)
+        for sink in list(self._streams.get(session_id, ())):
+            sink.close(reason)
+
+    async def _cancel_settled(self, session_id: str | None, key: str) -> None:
+        await self._broadcast(CancelSettled(session_id=session_id, key=key))
+
+    async def _refused(self, record: LedgerRecord) -> None:
+        await self.requests.refuse(record)
+
+    async def _broadcast(self, message: WorkerMessage) -> bool:
+        layer = get_channel_layer(self.layer_alias)
+        if layer is None:
+            return False
+        try:
+            await layer.group_send(WORKERS_GROUP, to_event(message))
+        except Exception:
+            logger.exception("could not tell the other workers: %s", message.type)
+            return False
+        return True
+
+    async def _send(self, channel: str, message: WorkerMessage) -> None:
+        layer = get_channel_layer(self.layer_alias)
+        if layer is not None:
+            await layer.send(channel, to_event(message))
+
+    # -- shutdown ----------------------------------------------------------------------------------------
+
+    async def ashutdown(self, reason: str = "server shutting down") -> int:
+        """Answer every request held here with -32000, finish open responses within ``SHUTDOWN_GRACE``."""
+        if self.shutting_down:
+            return 0
+        self.shutting_down = True
+        grace = float(mcp_settings.SHUTDOWN_GRACE)
+        exchanges = list(self.exchanges)
+        closed = 0
+        try:
+            async with asyncio.timeout(grace):
+                closed = await self.requests.shutdown(reason)
+                for sinks in list(self._streams.values()):
+                    for sink in list(sinks):
+                        sink.close(reason)
+                waits = [
+                    w for w in (getattr(e, "task", None) for e in exchanges) if w is not None and not w.done()
+                ]
+                if waits:
+                    await asyncio.wait(waits)
+        except TimeoutError:
+            logger.warning("shutdown grace of %.1fs ran out with responses still open", grace)
+        await self.writer.aclose(grace=max(1.0, grace))
+        logger.info("shutdown: %d in-flight requests answered with -32000", closed)
+        return closed
+
+
+def get_runtime() -> Runtime:
+    """This process's runtime, created by the ``mcp_server`` app config at start-up (``AppConfig.ready``)."""
+    from django.apps import apps
+
+    runtime: Runtime = getattr(apps.get_app_config("mcp_server"), "runtime")  # noqa: B009
+    return runtime
