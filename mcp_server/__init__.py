@@ -28,18 +28,18 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from .core.context import Context
     from .models_as_tools import expose_model
-    from .protocol.context import Context
-    from .protocol.errors import JSONRPCError, ResourceNotFound, ToolError
     from .registry.results import Audio, Image
     from .registry.server import MCPServer, mcp
     from .updates import anotify_resource_updated, notify_resource_updated
+    from .wire.errors import JSONRPCError, ResourceNotFound, ToolError
 
 _LAZY = {
-    "Context": "mcp_server.protocol.context",
-    "JSONRPCError": "mcp_server.protocol.errors",
-    "ResourceNotFound": "mcp_server.protocol.errors",
-    "ToolError": "mcp_server.protocol.errors",
+    "Context": "mcp_server.core.context",
+    "JSONRPCError": "mcp_server.wire.errors",
+    "ResourceNotFound": "mcp_server.wire.errors",
+    "ToolError": "mcp_server.wire.errors",
     "Audio": "mcp_server.registry.results",
     "Image": "mcp_server.registry.results",
     "MCPServer": "mcp_server.registry.server",

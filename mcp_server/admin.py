@@ -1,7 +1,7 @@
 """Admin for MCP sessions and the request ledger, with a live page of pending requests.
 
 Operator actions: *Abort selected requests* answers each pending one with -32003 "Request aborted by an
-operator" (:data:`~mcp_server.protocol.errors.REQUEST_ABORTED`); *End selected sessions* answers their
+operator" (:data:`~mcp_server.wire.errors.REQUEST_ABORTED`); *End selected sessions* answers their
 in-flight requests -32000 and later requests with their id get 404. Both settle through the ledger's
 compare-and-set, so no request is ever answered twice, and both are recorded in the admin log. Rows cannot be
 deleted here: deleting a pending row would leave its request unanswered (settled rows are pruned after
@@ -24,7 +24,7 @@ from django.utils.html import format_html
 from .admin_live.operations import END_REASON, end_sessions
 from .admin_live.routing import LIVE_PATH
 from .admin_live.views import LivePage, abort_and_log
-from .ledger.states import State
+from .core.states import State
 from .models import LedgerEntry, Session
 
 __all__ = ["AgeFilter", "LedgerEntryAdmin", "SessionAdmin"]

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-__all__ = ["DEFAULTS", "MCPSettings", "mcp_settings"]
+__all__ = ["DEFAULTS", "LOCAL_HOSTS", "MCPSettings", "allowed_hosts", "mcp_settings"]
 
 DEFAULTS: dict[str, Any] = {
     "SERVER_NAME": "django-mcp",
@@ -106,6 +106,19 @@ class _LazySettings:
 
 mcp_settings: MCPSettings = cast(MCPSettings, _LazySettings())
 """The live settings (typed as :class:`MCPSettings`); attribute access reads the current value or default."""
+
+
+LOCAL_HOSTS = [".localhost", "localhost", "127.0.0.1", "[::1]"]
+"""The hosts a ``DEBUG`` site allows when no host is configured."""
+
+
+def allowed_hosts() -> list[str]:
+    """``MCP_SERVER["ALLOWED_HOSTS"]``, else Django's ``ALLOWED_HOSTS``, with localhost under ``DEBUG``."""
+    configured = mcp_settings.ALLOWED_HOSTS
+    hosts = list(configured if configured is not None else settings.ALLOWED_HOSTS)
+    if settings.DEBUG and not hosts:
+        hosts = LOCAL_HOSTS
+    return hosts
 
 
 @receiver(setting_changed)

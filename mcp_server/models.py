@@ -7,7 +7,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from .auth.models import AccessToken
-from .ledger.states import State
+from .core.states import State
 
 __all__ = ["AccessToken", "LedgerEntry", "Session"]
 

@@ -35,10 +35,10 @@ from django.core.exceptions import FieldDoesNotExist, ImproperlyConfigured
 from django.db import models
 from pydantic import BaseModel, Field, create_model
 
-from .protocol.context import Context
-from .protocol.errors import ToolError
+from .core.context import Context
 from .registry.entries import Permission
 from .registry.server import MCPServer
+from .wire.errors import ToolError
 
 __all__ = ["DEFAULT_PERMISSION", "expose_model"]
 

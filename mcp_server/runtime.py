@@ -4,7 +4,7 @@ One :class:`Runtime` is created at start-up (``mcp_server``'s app config holds t
 :func:`get_runtime`); transports receive it, handlers reach it as ``ctx.runtime``, and tests build their own.
 It holds the table of pending requests, the server-to-client requests waiting for the client, the session
 cache, the ledger writer, the standalone streams this process holds, and the process's place on the channel
-layer: one channel of its own, a member of :data:`~mcp_server.protocol.messages.WORKERS_GROUP`, where every
+layer: one channel of its own, a member of :data:`~mcp_server.wire.messages.WORKERS_GROUP`, where every
 cross-worker message for it arrives (:meth:`Runtime.handle`).
 """
 
@@ -22,12 +22,15 @@ from typing import Any, Protocol
 from channels.layers import get_channel_layer
 
 from .conf import mcp_settings
+from .core.records import LedgerRecord, request_key
 from .ledger import Ledger, get_ledger
-from .ledger.base import LedgerRecord, request_key
 from .ledger.upkeep import Upkeep
 from .ledger.writer import LedgerWriter
-from .protocol.jsonrpc import RequestId
-from .protocol.messages import (
+from .protocol.outbound import OutboundTable
+from .protocol.settlement import ABORTED, RequestTable, aborted_response
+from .sessions import SessionCache, aend_session
+from .wire.jsonrpc import RequestId
+from .wire.messages import (
     WORKERS_GROUP,
     AbortRequest,
     AbortResult,
@@ -42,9 +45,6 @@ from .protocol.messages import (
     session_group,
     to_event,
 )
-from .protocol.outbound import OutboundTable
-from .protocol.settlement import ABORTED, RequestTable, aborted_response
-from .sessions import SessionCache, aend_session
 
 __all__ = ["Runtime", "StreamSink", "get_runtime", "new_worker_id"]
 

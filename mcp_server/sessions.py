@@ -20,9 +20,9 @@ from channels.layers import get_channel_layer
 from django.utils import timezone
 
 from .conf import mcp_settings
+from .core.context import SessionState
 from .models import Session
-from .protocol.context import SessionState
-from .protocol.messages import WORKERS_GROUP, EndSession, SessionChanged, to_event
+from .wire.messages import WORKERS_GROUP, EndSession, SessionChanged, to_event
 
 __all__ = [
     "TOUCH_EVERY",
@@ -87,7 +87,7 @@ async def _broadcast(message: EndSession | SessionChanged) -> None:
 
 async def aend_session(session_id: str, reason: str) -> bool:
     """End a session: later requests get 404; every worker answers its in-flight requests -32000 with
-    ``reason`` and closes its streams (see :class:`~mcp_server.protocol.messages.EndSession`).
+    ``reason`` and closes its streams (see :class:`~mcp_server.wire.messages.EndSession`).
     Returns whether the session was still active.
     """
     ended = await Session.objects.filter(pk=session_id, ended_at__isnull=True).aupdate(

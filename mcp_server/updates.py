@@ -18,9 +18,9 @@ from typing import Any
 from asgiref.sync import async_to_sync
 
 from .models import Session
-from .protocol.jsonrpc import notification
 from .registry.server import MCPServer, mcp
 from .transports.signals import asend_to_session
+from .wire.jsonrpc import notification
 
 __all__ = [
     "LIST_CHANGED_FEATURES",

@@ -18,8 +18,8 @@ from mcp_server.admin_live.operations import aabort_requests, aborted_response
 from mcp_server.admin_live.snapshot import percentile, snapshots
 from mcp_server.ledger import LedgerRecord, State, get_ledger, request_key
 from mcp_server.models import LedgerEntry, Session
-from mcp_server.protocol.errors import REQUEST_ABORTED
-from mcp_server.protocol.inflight import InFlight, inflight
+from mcp_server.protocol.settlement import InFlight, inflight
+from mcp_server.wire.errors import REQUEST_ABORTED
 
 CHANGELIST = "/admin/mcp_server/ledgerentry/"
 SESSIONS = "/admin/mcp_server/session/"

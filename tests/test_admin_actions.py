@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from mcp_server.protocol.errors import CONNECTION_CLOSED, REQUEST_ABORTED
+from mcp_server.wire.errors import CONNECTION_CLOSED, REQUEST_ABORTED
 from tests.admin_helpers import admin_client, admin_log, create_superuser, pending_rows, query, run_action
 from tests.live import LiveServer
 from tests.raw import RawSession, messages_of, open_session, rpc

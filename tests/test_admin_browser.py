@@ -21,7 +21,7 @@ from mcp import Client, MCPError
 from mcp_types import Implementation
 from playwright.sync_api import Page, expect, sync_playwright
 
-from mcp_server.protocol.errors import REQUEST_ABORTED
+from mcp_server.wire.errors import REQUEST_ABORTED
 from tests.admin_helpers import PASSWORD, admin_log, create_superuser, manage, pending_rows
 from tests.live import ROOT, LiveServer
 from tests.raw import open_session, rpc

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from mcp_server.protocol.errors import CONNECTION_CLOSED, REQUEST_ABORTED
+from mcp_server.wire.errors import CONNECTION_CLOSED, REQUEST_ABORTED
 from tests.admin_helpers import admin_client, create_superuser, run_action
 from tests.live import (
     REDIS_URL,

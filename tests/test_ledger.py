@@ -142,7 +142,7 @@ class UnreachableLedger(DatabaseLedger):
 
 
 async def test_a_request_is_answered_once_even_when_the_ledger_is_out_of_reach(settings: Any) -> None:
-    from mcp_server.protocol.inflight import InFlight, InFlightTable
+    from mcp_server.protocol.settlement import InFlight, InFlightTable
 
     settings.MCP_SERVER = {"LEDGER_BACKEND": "tests.test_ledger.UnreachableLedger"}
     delivered: list[dict[str, Any] | None] = []

@@ -278,7 +278,9 @@ async def assert_settled(
     if site.uses_database_ledger:
         rows = await ledger_rows(site.database, session.id)
         # The probe's own row may still be pending: its settlement is written behind its answer.
-        pending = {k: r["state"] for k, r in rows.items() if r["state"] == "pending" and k != "s:ledger-probe"}
+        pending = {
+            k: r["state"] for k, r in rows.items() if r["state"] == "pending" and k != "s:ledger-probe"
+        }
         assert pending == {}
         for request_id, state in expected.items():
             assert rows[request_key(request_id)]["state"] == state, rows
@@ -400,7 +402,9 @@ async def assert_session_gone(site: Site, session: McpSession, expected: dict[in
     if site.uses_database_ledger:
         rows = await ledger_rows(site.database, session.id)
         # The probe's own row may still be pending: its settlement is written behind its answer.
-        pending = {k: r["state"] for k, r in rows.items() if r["state"] == "pending" and k != "s:ledger-probe"}
+        pending = {
+            k: r["state"] for k, r in rows.items() if r["state"] == "pending" and k != "s:ledger-probe"
+        }
         assert pending == {}
         for request_id, state in expected.items():
             assert rows[request_key(request_id)]["state"] == state

@@ -1,7 +1,7 @@
 """Operator actions: abort requests and end sessions, through the one settle path.
 
 An abort asks the worker holding the request (named by its ledger record) to settle it as ``aborted`` with
-:data:`~mcp_server.protocol.errors.REQUEST_ABORTED` (-32003, "Request aborted by an operator"); that worker's
+:data:`~mcp_server.wire.errors.REQUEST_ABORTED` (-32003, "Request aborted by an operator"); that worker's
 compare-and-set makes it the request's only reply: a request that was answered, cancelled or closed first
 is left alone, and its handler's late result is dropped. When no live worker holds it (its worker died and
 its lease ran out), the ledger's own compare-and-set settles the record. Ending a session answers its
@@ -20,9 +20,9 @@ from django.utils import timezone
 
 from ..conf import mcp_settings
 from ..ledger import LedgerRecord, State, get_ledger
-from ..protocol.messages import AbortRequest, AbortResult, parse_event, to_event
 from ..protocol.settlement import ABORT_MESSAGE, aborted_response, outcome_of
 from ..sessions import aend_session
+from ..wire.messages import AbortRequest, AbortResult, parse_event, to_event
 
 __all__ = [
     "ABORT_MESSAGE",

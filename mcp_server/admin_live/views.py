@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from ..ledger import LedgerRecord, State
 from ..models import LedgerEntry
-from ..protocol.errors import REQUEST_ABORTED
+from ..wire.errors import REQUEST_ABORTED
 from .operations import ABORT_MESSAGE, abort_requests
 
 if TYPE_CHECKING:

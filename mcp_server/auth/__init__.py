@@ -69,7 +69,7 @@ def _challenges(
     resource_path: str,
     failure: AuthenticationFailed | None,
 ) -> list[str]:
-    from .metadata import metadata_url, oauth_enabled
+    from .oauth import metadata_url, oauth_enabled
 
     challenges: list[str] = []
     for authenticator in authenticators:

@@ -14,12 +14,11 @@ import io
 import json
 from typing import Any
 
-from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
-from django.http import HttpRequest
 from django.http.request import split_domain_port, validate_host
 
-from ..conf import mcp_settings
+from ..conf import allowed_hosts
+from .oauth import WELL_KNOWN, metadata_document, metadata_url, oauth_enabled, resource_url
 
 __all__ = [
     "WELL_KNOWN",
@@ -30,58 +29,11 @@ __all__ = [
     "resource_url",
 ]
 
-WELL_KNOWN = "/.well-known/oauth-protected-resource"
-
 CORS_HEADERS = [
     (b"access-control-allow-origin", b"*"),
     (b"access-control-allow-methods", b"GET, OPTIONS"),
     (b"access-control-allow-headers", b"mcp-protocol-version, authorization"),
 ]
-
-
-def oauth_enabled() -> bool:
-    """Whether an external authorization server is configured."""
-    return bool(mcp_settings.OAUTH_AUTHORIZATION_SERVERS)
-
-
-def _origin(request: HttpRequest) -> str:
-    headers = request.headers
-    host = headers.get("x-forwarded-host") if settings.USE_X_FORWARDED_HOST else None
-    host = (host or headers.get("host") or "").split(",")[0].strip()
-    if not host:
-        host = f"{request.META.get('SERVER_NAME', 'localhost')}:{request.META.get('SERVER_PORT', '80')}"
-    return f"{request.scheme}://{host}"
-
-
-def _clean(path: str) -> str:
-    return "/" + path.strip("/")
-
-
-def resource_url(request: HttpRequest, resource_path: str) -> str:
-    """The endpoint's URL as the resource identifier (scheme honours ``SECURE_PROXY_SSL_HEADER``)."""
-    return _origin(request) + _clean(resource_path)
-
-
-def metadata_url(request: HttpRequest, resource_path: str) -> str:
-    """Where the endpoint at ``resource_path`` publishes its metadata (RFC 9728, section 3.1)."""
-    return _origin(request) + WELL_KNOWN + _clean(resource_path)
-
-
-def metadata_document(request: HttpRequest, resource_path: str, title: str | None = None) -> dict[str, Any]:
-    """The metadata of the endpoint at ``resource_path``; ``OAUTH_RESOURCE_METADATA`` adds fields."""
-    document: dict[str, Any] = {
-        "resource": resource_url(request, resource_path),
-        "authorization_servers": list(mcp_settings.OAUTH_AUTHORIZATION_SERVERS),
-        "bearer_methods_supported": ["header"],
-    }
-    if title:
-        document["resource_name"] = title
-    extra = {
-        k: v
-        for k, v in dict(mcp_settings.OAUTH_RESOURCE_METADATA).items()
-        if k not in {"resource", "authorization_servers"}
-    }
-    return {**document, **extra}
 
 
 class ProtectedResourceMetadata:
@@ -95,8 +47,6 @@ class ProtectedResourceMetadata:
         request = ASGIRequest(scope, io.BytesIO())
         method = scope.get("method", "GET").upper()
         status, body, headers = 200, b"", list(CORS_HEADERS)
-        from ..transports.rules import allowed_hosts
-
         domain, _port = split_domain_port(request.headers.get("host", ""))
         if not domain or not validate_host(domain, allowed_hosts()):
             status, body = 403, b'{"error": "host not allowed"}'

@@ -12,8 +12,8 @@ from functools import lru_cache
 from django.utils.module_loading import import_string
 
 from ..conf import mcp_settings
-from .base import DuplicateRequest, Ledger, LedgerRecord, request_key
-from .states import State
+from ..core.records import DuplicateRequest, Ledger, LedgerRecord, request_key
+from ..core.states import State
 
 __all__ = ["DuplicateRequest", "Ledger", "LedgerRecord", "State", "get_ledger", "request_key"]
 

@@ -24,8 +24,8 @@ from asgiref.sync import sync_to_async
 from django.core.cache import caches
 from django.utils import timezone
 
-from .base import DuplicateRequest, Ledger, LedgerRecord
-from .states import State
+from ..core.records import DuplicateRequest, Ledger, LedgerRecord
+from ..core.states import State
 
 __all__ = ["CacheLedger"]
 

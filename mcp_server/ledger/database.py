@@ -8,8 +8,8 @@ from typing import Any
 from django.db import IntegrityError, connections, router, transaction
 from django.utils import timezone
 
-from .base import DuplicateRequest, Ledger, LedgerRecord
-from .states import State
+from ..core.records import DuplicateRequest, Ledger, LedgerRecord
+from ..core.states import State
 
 __all__ = ["DatabaseLedger"]
 

@@ -13,8 +13,8 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from ..conf import mcp_settings
+from ..core.records import Ledger
 from ..protocol.settlement import CLOSED, closed_response, outcome_of
-from .base import Ledger
 
 __all__ = ["ORPHAN_REASON", "Upkeep"]
 

@@ -23,8 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from django.db import close_old_connections
 
-from .base import DuplicateRequest, Ledger, LedgerRecord
-from .states import State
+from ..core.records import DuplicateRequest, Ledger, LedgerRecord
+from ..core.states import State
 
 __all__ = ["LedgerWriter"]
 

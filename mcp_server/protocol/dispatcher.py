@@ -11,10 +11,10 @@ from mcp_types.methods import parse_client_request, serialize_server_result
 from pydantic import ValidationError
 
 from ..conf import mcp_settings
+from ..core.context import LOG_LEVELS, Context
 from ..registry.access import ausable, usable_entries
 from ..registry.signature import call_handler
-from .context import LOG_LEVELS, Context
-from .errors import INVALID_PARAMS, METHOD_NOT_FOUND, JSONRPCError, ResourceNotFound
+from ..wire.errors import INVALID_PARAMS, METHOD_NOT_FOUND, JSONRPCError, ResourceNotFound
 from .pagination import paginate
 
 if TYPE_CHECKING:

@@ -15,10 +15,10 @@ from typing import Any
 from django.conf import settings
 
 from ..conf import mcp_settings
-from ..ledger.states import State
-from .context import Context
-from .errors import INTERNAL_ERROR, REQUEST_TIMEOUT, JSONRPCError
-from .jsonrpc import error_response, result_response
+from ..core.context import Context
+from ..core.states import State
+from ..wire.errors import INTERNAL_ERROR, REQUEST_TIMEOUT, JSONRPCError
+from ..wire.jsonrpc import error_response, result_response
 from .middleware import get_chain
 
 __all__ = ["answer", "deadline_for", "name_of"]

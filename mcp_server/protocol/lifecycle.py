@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..conf import mcp_settings
-from .versions import negotiate
+from ..wire.versions import negotiate
 
 if TYPE_CHECKING:
     from ..registry.server import MCPServer

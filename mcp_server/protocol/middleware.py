@@ -22,7 +22,7 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
-from .context import Context
+from ..core.context import Context
 from .dispatcher import dispatch
 
 __all__ = ["GetResponse", "build_chain", "get_chain"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from .context import SessionState
-from .jsonrpc import IncomingMessage, JSONRPCNotification, JSONRPCRequest
+from ..core.context import SessionState
+from ..wire.jsonrpc import IncomingMessage, JSONRPCNotification, JSONRPCRequest
 from .outbound import aforward_answer
 
 if TYPE_CHECKING:

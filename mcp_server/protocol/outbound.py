@@ -10,9 +10,9 @@ from channels.layers import get_channel_layer
 from django.core.cache import caches
 
 from ..conf import mcp_settings
-from .errors import JSONRPCError
-from .jsonrpc import JSONRPCResponse, RequestId, WireError, parse_message
-from .messages import ClientAnswer, to_event
+from ..wire.errors import JSONRPCError
+from ..wire.jsonrpc import JSONRPCResponse, RequestId, WireError, parse_message
+from ..wire.messages import ClientAnswer, to_event
 
 __all__ = ["OutboundTable", "aforward_answer", "aremember_route"]
 

@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from .errors import INVALID_PARAMS, JSONRPCError
+from ..wire.errors import INVALID_PARAMS, JSONRPCError
 
 __all__ = ["paginate"]
 

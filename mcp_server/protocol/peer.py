@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
-from .errors import CONNECTION_CLOSED, JSONRPCError
+from ..wire.errors import CONNECTION_CLOSED, JSONRPCError
 from .outbound import OutboundTable, aremember_route
 from .settlement import PENDING, PendingRequest
 

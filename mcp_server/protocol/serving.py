@@ -13,14 +13,14 @@ from mcp_types.methods import parse_client_request, serialize_server_result
 from pydantic import ValidationError
 
 from ..conf import mcp_settings
-from .context import Context, SessionState
-from .errors import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, JSONRPCError
+from ..core.context import Context, SessionState
+from ..wire.errors import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, JSONRPCError
+from ..wire.jsonrpc import JSONRPCRequest, error_response, result_response
+from ..wire.versions import negotiate
 from .guarantee import answer, deadline_for, name_of
-from .jsonrpc import JSONRPCRequest, error_response, result_response
 from .lifecycle import initialize_result
 from .peer import RequestPeer
 from .settlement import ANSWERED, CLOSED, Deliver, PendingRequest
-from .versions import negotiate
 
 if TYPE_CHECKING:
     from ..models import Session

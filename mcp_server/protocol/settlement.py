@@ -4,7 +4,7 @@ The worker process that holds a request's exchange (the HTTP POST waiting for it
 its settlement in memory: :meth:`RequestTable.settle` is a compare-and-set on the entry's state, and only
 the caller that moves it from ``pending`` delivers a reply (or, for a cancel, none). Every way a request can
 end goes through it: its answer, a deadline, the client's cancel, the session's end, an operator's abort,
-shutdown. Other workers reach the holder with the typed messages of :mod:`~mcp_server.protocol.messages`;
+shutdown. Other workers reach the holder with the typed messages of :mod:`~mcp_server.wire.messages`;
 the ledger records each settlement behind the request path (:class:`~mcp_server.ledger.writer.LedgerWriter`)
 and decides by its own compare-and-set only for requests no live worker holds (a dead worker's orphans).
 """
@@ -22,10 +22,10 @@ from typing import Any, Protocol
 
 from django.utils import timezone
 
-from ..ledger.base import DuplicateRequest, LedgerRecord, request_key
-from ..ledger.states import State
-from .errors import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_ABORTED, JSONRPCError
-from .jsonrpc import RequestId, error_response
+from ..core.records import DuplicateRequest, LedgerRecord, request_key
+from ..core.states import State
+from ..wire.errors import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_ABORTED, JSONRPCError
+from ..wire.jsonrpc import RequestId, error_response
 
 __all__ = [
     "ABORTED",

@@ -14,7 +14,7 @@ from .entries import RegisteredHandler, allowed
 from .signature import call_handler
 
 if TYPE_CHECKING:
-    from ..protocol.context import Context
+    from ..core.context import Context
 
 __all__ = ["ausable", "scope_key", "scopes_allow", "token_scopes", "usable", "usable_entries"]
 

@@ -8,7 +8,7 @@ from typing import Any
 import mcp_types as mt
 from pydantic import BaseModel, ValidationError
 
-from ..protocol.errors import INVALID_PARAMS, JSONRPCError
+from ..wire.errors import INVALID_PARAMS, JSONRPCError
 from .entries import RegisteredHandler
 from .results import dump, to_content
 from .signature import call_handler

@@ -10,7 +10,7 @@ from typing import Any
 import mcp_types as mt
 from pydantic import ValidationError
 
-from ..protocol.errors import INVALID_PARAMS, JSONRPCError
+from ..wire.errors import INVALID_PARAMS, JSONRPCError
 from .entries import RegisteredHandler
 from .results import dump, to_json_text
 from .signature import call_handler

@@ -15,7 +15,7 @@ __all__ = ["HandlerSignature", "call_handler"]
 
 
 def _is_context(annotation: Any) -> bool:
-    from ..protocol.context import Context
+    from ..core.context import Context
 
     return inspect.isclass(annotation) and issubclass(annotation, Context)
 

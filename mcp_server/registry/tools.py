@@ -10,7 +10,7 @@ import mcp_types as mt
 from django.conf import settings
 from pydantic import ValidationError
 
-from ..protocol.errors import JSONRPCError, ToolError
+from ..wire.errors import JSONRPCError, ToolError
 from .entries import RegisteredHandler
 from .results import _jsonable, dump, output_schema_for, to_content
 from .signature import call_handler

@@ -22,12 +22,12 @@ from django.core.handlers.asgi import ASGIRequest
 
 from ..auth import Unauthorized, authenticate_request
 from ..conf import mcp_settings
-from ..protocol.context import SessionState
-from ..protocol.errors import INTERNAL_ERROR, JSONRPCError
-from ..protocol.jsonrpc import dumps, error_response
-from ..protocol.versions import BATCH_VERSIONS, DEFAULT_HEADER_VERSION, SUPPORTED_VERSIONS
+from ..core.context import SessionState
 from ..registry.server import MCPServer
 from ..runtime import Runtime, get_runtime
+from ..wire.errors import INTERNAL_ERROR, JSONRPCError
+from ..wire.jsonrpc import dumps, error_response
+from ..wire.versions import BATCH_VERSIONS, DEFAULT_HEADER_VERSION, SUPPORTED_VERSIONS
 from . import sse
 from .exchange import PostExchange
 from .post import HANDSHAKE_HEADER, parse_post, serve_initialize

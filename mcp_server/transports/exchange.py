@@ -11,20 +11,20 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..protocol.context import SessionState
-from ..protocol.errors import INVALID_REQUEST, JSONRPCError
-from ..protocol.jsonrpc import (
-    IncomingMessage,
-    JSONRPCRequest,
-    dumps,
-    error_response,
-)
+from ..core.context import SessionState
 from ..protocol.notifications import handle_client_message
 from ..protocol.peer import RequestPeer
 from ..protocol.serving import start_request
 from ..protocol.settlement import PendingRequest
 from ..registry.server import MCPServer
 from ..runtime import Runtime
+from ..wire.errors import INVALID_REQUEST, JSONRPCError
+from ..wire.jsonrpc import (
+    IncomingMessage,
+    JSONRPCRequest,
+    dumps,
+    error_response,
+)
 from . import sse
 
 __all__ = ["PostExchange", "Send"]

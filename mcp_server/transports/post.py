@@ -6,8 +6,9 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ..conf import mcp_settings
-from ..protocol.errors import JSONRPCError
-from ..protocol.jsonrpc import (
+from ..protocol.serving import answer_initialize
+from ..wire.errors import JSONRPCError
+from ..wire.jsonrpc import (
     IncomingMessage,
     JSONRPCRequest,
     decode_body,
@@ -15,7 +16,6 @@ from ..protocol.jsonrpc import (
     error_response,
     parse_message,
 )
-from ..protocol.serving import answer_initialize
 from . import sse
 from .rules import Headers, HTTPProblem, accepts, is_json_content_type
 

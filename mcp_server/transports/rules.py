@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
-from ..conf import mcp_settings
+from ..conf import LOCAL_HOSTS, allowed_hosts, mcp_settings
 
 __all__ = [
     "HTTPProblem",
@@ -21,8 +21,6 @@ __all__ = [
 ]
 
 Headers = dict[str, str]
-
-LOCAL_HOSTS = [".localhost", "localhost", "127.0.0.1", "[::1]"]
 
 
 class HTTPProblem(Exception):
@@ -51,15 +49,6 @@ def headers_of(raw: Iterable[tuple[bytes, bytes]]) -> Headers:
         text = value.decode("latin-1")
         out[key] = f"{out[key]},{text}" if key in out else text
     return out
-
-
-def allowed_hosts() -> list[str]:
-    """``MCP_SERVER["ALLOWED_HOSTS"]``, else Django's ``ALLOWED_HOSTS``, with localhost under ``DEBUG``."""
-    configured = mcp_settings.ALLOWED_HOSTS
-    hosts = list(configured if configured is not None else settings.ALLOWED_HOSTS)
-    if settings.DEBUG and not hosts:
-        hosts = LOCAL_HOSTS
-    return hosts
 
 
 def _origin_allowed(origin: str, host: str) -> bool:

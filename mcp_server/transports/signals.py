@@ -7,7 +7,7 @@ from typing import Any
 from channels.layers import get_channel_layer
 
 from ..conf import mcp_settings
-from ..protocol.messages import StreamMessage, session_group, to_event
+from ..wire.messages import StreamMessage, session_group, to_event
 
 __all__ = ["asend_to_session", "session_group"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..protocol.jsonrpc import dumps
+from ..wire.jsonrpc import dumps
 
 __all__ = ["SSE_HEADERS", "event"]
 

@@ -23,17 +23,8 @@ from typing import IO, Any
 from django.utils import timezone
 
 from ..conf import mcp_settings
+from ..core.context import SessionState
 from ..models import Session
-from ..protocol.context import SessionState
-from ..protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, JSONRPCError
-from ..protocol.jsonrpc import (
-    JSONRPCRequest,
-    decode_body,
-    dumps,
-    error_response,
-    parse_message,
-    result_response,
-)
 from ..protocol.notifications import handle_client_message
 from ..protocol.peer import RequestPeer
 from ..protocol.serving import answer_initialize, start_request
@@ -41,6 +32,15 @@ from ..protocol.settlement import CLOSED, PendingRequest, closed_response
 from ..registry.server import MCPServer
 from ..runtime import Runtime
 from ..sessions import TOUCH_EVERY, state_of
+from ..wire.errors import INTERNAL_ERROR, INVALID_REQUEST, JSONRPCError
+from ..wire.jsonrpc import (
+    JSONRPCRequest,
+    decode_body,
+    dumps,
+    error_response,
+    parse_message,
+    result_response,
+)
 
 __all__ = ["EOF", "TOO_LONG", "LineWriter", "Marker", "StdioSession", "read_lines"]
 

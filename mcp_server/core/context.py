@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .errors import JSONRPCError
-from .jsonrpc import RequestId
+from ..wire.errors import JSONRPCError
+from ..wire.jsonrpc import RequestId
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
