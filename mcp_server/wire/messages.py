@@ -124,6 +124,7 @@ _KINDS: dict[str, type[WorkerMessage]] = {
     kind.type: kind
     for kind in (
         CancelRequest,
+        CancelSettled,
         EndSession,
         SessionChanged,
         AbortRequest,
