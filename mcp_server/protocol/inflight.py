@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from ..conf import mcp_settings
 from ..ledger import WORKER_ID, DuplicateRequest, LedgerRecord, State, get_ledger, request_key
-from .errors import CONNECTION_CLOSED, INVALID_REQUEST, JSONRPCError
+from .errors import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_ABORTED, REQUEST_TIMEOUT, JSONRPCError
 from .jsonrpc import RequestId, error_response
 
 __all__ = ["InFlight", "InFlightTable", "closed_response", "inflight", "outcome_of"]
@@ -54,10 +54,23 @@ def outcome_of(response: dict[str, Any] | None) -> dict[str, Any] | None:
     return {"result": True}
 
 
+UNRECORDED: dict[str, tuple[int, str]] = {
+    CLOSED: (CONNECTION_CLOSED, "Connection closed: request ended by another worker"),
+    TIMED_OUT: (REQUEST_TIMEOUT, "Request timed out"),
+    ABORTED: (REQUEST_ABORTED, "Request aborted by an operator"),
+}
+"""The error of a state whose winner has not recorded its reply (the cache ledger's ``add`` landed first)."""
+
+
 def response_from(request_id: RequestId, state: str, outcome: dict[str, Any] | None) -> dict[str, Any] | None:
     """The reply another process decided for a request held here (``None``: no reply, after a cancel)."""
-    if state == CANCELLED or not outcome or "error" not in outcome:
+    if state == CANCELLED:
         return None
+    if not outcome or "error" not in outcome:
+        if state not in UNRECORDED:
+            return None
+        code, message = UNRECORDED[state]
+        return error_response(request_id, JSONRPCError(code, message))
     error = outcome["error"]
     return error_response(request_id, JSONRPCError(int(error["code"]), str(error["message"])))
 
@@ -186,10 +199,22 @@ class InFlightTable:
     async def finish_remote(
         self, session_id: str | None, key: str, state: str, response: dict[str, Any] | None
     ) -> None:
-        """Another process won the settlement of a request held here: deliver what it decided."""
+        """Another process won the settlement of a request held here: deliver what it decided.
+
+        The message names the request by session and id only: if the id was settled and then reused, the
+        entry held now is a newer request, still pending in the ledger, and the message is not about it.
+        """
         entry = self._entries.get((session_id, key))
-        if entry is not None:
-            await self._finish(entry, state, response)
+        if entry is None:
+            return
+        try:
+            stored = await get_ledger().aget(entry.record)
+        except Exception:  # the ledger is out of reach: the sender won, so deliver what it decided
+            logger.exception("ledger unreachable; trusting the settlement of %r", entry.request_id)
+        else:
+            if stored is not None and stored.state == PENDING:
+                return
+        await self._finish(entry, state, response)
 
     async def _finish(self, entry: InFlight, state: str, response: dict[str, Any] | None) -> bool:
         """The local compare-and-set: the first caller delivers, later ones do nothing."""
