@@ -34,7 +34,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             Error(f"MCP_SERVER['RESPONSE_MODE'] must be one of {RESPONSE_MODES}.", id="mcp_server.E002")
         )
     channel_layers = getattr(settings, "CHANNEL_LAYERS", {}) or {}
-    if conf.CHANNEL_LAYER not in channel_layers:
+    if not isinstance(conf.CHANNEL_LAYER, str) or conf.CHANNEL_LAYER not in channel_layers:
         messages.append(
             Error(
                 f"CHANNEL_LAYERS has no alias {conf.CHANNEL_LAYER!r}.",
@@ -42,8 +42,16 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 id="mcp_server.E003",
             )
         )
-    for path in conf.MIDDLEWARE:
+    middleware = conf.MIDDLEWARE
+    if not isinstance(middleware, list | tuple):
+        messages.append(
+            Error("MCP_SERVER['MIDDLEWARE'] must be a list of import paths.", id="mcp_server.E004")
+        )
+        middleware = []
+    for path in middleware:
         try:
+            if not isinstance(path, str):
+                raise ImportError("not an import path")
             import_string(path)
         except ImportError as exc:
             messages.append(
@@ -53,7 +61,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
     for key in ("REQUEST_TIMEOUT", "SESSION_IDLE_TIMEOUT"):
         value = getattr(conf, key)
-        if value is not None and (not isinstance(value, int | float) or value <= 0):
+        if value is not None and (
+            not isinstance(value, int | float) or isinstance(value, bool) or value <= 0
+        ):
             messages.append(
                 Error(f"MCP_SERVER[{key!r}] must be a positive number or None.", id="mcp_server.E005")
             )
@@ -74,12 +84,16 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
 @register(Tags.compatibility)
 def check_redis_channel_layer(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """W002: a channels-redis layer whose hosts keep redis-py's default read timeout."""
+    if not isinstance(getattr(settings, "MCP_SERVER", {}), dict):
+        return []  # E000 says so
     alias = MCPSettings.from_django().CHANNEL_LAYER
-    layer = (getattr(settings, "CHANNEL_LAYERS", {}) or {}).get(alias) or {}
-    if "channels_redis" not in str(layer.get("BACKEND", "")):
+    layers = getattr(settings, "CHANNEL_LAYERS", {}) or {}
+    layer = layers.get(alias) if isinstance(alias, str) and isinstance(layers, dict) else None
+    if not isinstance(layer, dict) or "channels_redis" not in str(layer.get("BACKEND", "")):
         return []
     hosts = (layer.get("CONFIG") or {}).get("hosts") or []
-    if all(isinstance(host, dict) and "socket_timeout" in host for host in hosts):
+    # No hosts: channels-redis connects to localhost with redis-py's defaults, so that warrants W002 too.
+    if hosts and all(isinstance(host, dict) and "socket_timeout" in host for host in hosts):
         return []
     return [
         Warning(

@@ -99,7 +99,9 @@ class Runtime:
         self.exchanges: weakref.WeakSet[Any] = weakref.WeakSet()
         """Exchanges whose response is open (graceful shutdown waits for them)."""
         self.shutting_down = False
-        self._twisted_hook = False
+        self.shutdown_hooked = False
+        """Whether the server's stop (Twisted trigger or signal handlers) starts :meth:`ashutdown`."""
+        self._shutdown_task: asyncio.Task[int] | None = None
         self.freeze_gc = freeze_gc
         self._streams: dict[str, set[StreamSink]] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -270,6 +272,11 @@ class Runtime:
             await layer.send(channel, to_event(message))
 
     # -- shutdown ----------------------------------------------------------------------------------------
+
+    def start_shutdown(self) -> None:
+        """Start :meth:`ashutdown` in the background (from a signal handler, through the loop)."""
+        if self._shutdown_task is None:
+            self._shutdown_task = asyncio.ensure_future(self.ashutdown())
 
     async def ashutdown(self, reason: str = "server shutting down") -> int:
         """Answer every request held here with -32000, finish open responses within ``SHUTDOWN_GRACE``."""

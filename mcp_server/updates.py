@@ -83,7 +83,7 @@ def watch_registry(server: MCPServer) -> None:
     if server.watched:
         return
     server.watched = True
-    pending: set[asyncio.Task[int]] = set()  # strong references while the notifications go out
+    pending = server.notifying  # strong references while the notifications go out
 
     def listener(feature: str) -> None:
         from django.apps import apps

@@ -92,9 +92,14 @@ def mode_of(server: LiveServer) -> str:
 
 
 async def wait_for(check: Callable[[], Awaitable[bool]], *, within: float = 10.0) -> None:
-    """Poll ``check`` until it holds; fail after ``within`` seconds."""
+    """Poll ``check`` until it holds; fail after ``within`` seconds.
+
+    Polling, not an event: what is checked (a request registered in flight, a ledger row) happens inside a
+    server process, which sends nothing when it happens; asking it again is the only way to see it. The
+    deadline makes a condition that never comes a failure, not a hang.
+    """
     async with asyncio.timeout(within):
-        while not await check():  # noqa: ASYNC110 - the event is in another process
+        while not await check():  # noqa: ASYNC110 - the state is in another process, which signals nothing
             await asyncio.sleep(0.01)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -15,10 +16,11 @@ from django.utils import timezone
 
 from mcp_server.admin_live.consumer import LiveConsumer
 from mcp_server.admin_live.operations import aabort_requests, aborted_response
-from mcp_server.admin_live.snapshot import percentile, snapshots
+from mcp_server.admin_live.snapshot import SnapshotSource, percentile, snapshots
 from mcp_server.ledger import LedgerRecord, State, get_ledger, request_key
 from mcp_server.models import LedgerEntry, Session
-from mcp_server.protocol.settlement import InFlight, inflight
+from mcp_server.protocol.settlement import PendingRequest
+from mcp_server.runtime import Runtime
 from mcp_server.wire.errors import REQUEST_ABORTED
 
 CHANGELIST = "/admin/mcp_server/ledgerentry/"
@@ -245,26 +247,30 @@ def ledger_backend(request: pytest.FixtureRequest, settings: Any) -> Iterator[st
 
 @pytest.mark.django_db(transaction=True)
 async def test_abort_delivers_exactly_one_reply_to_the_held_request(ledger_backend: str) -> None:
+    """The abort reaches the worker holding the request (here, a runtime of this process) over the channel
+    layer; that worker's settlement is the one reply, and a second abort finds nothing left to abort."""
+    runtime = Runtime(ledger=get_ledger(), flush_interval=0)
+    await runtime.start()
     delivered: list[dict[str, Any] | None] = []
 
-    async def deliver(entry: InFlight, response: dict[str, Any] | None) -> None:
+    async def deliver(entry: PendingRequest, response: dict[str, Any] | None) -> None:
         delivered.append(response)
 
-    entry = await inflight.open("s-op", 9, "tools/call", deliver, name="slow")
+    entry = await runtime.requests.open("s-op", 9, "tools/call", deliver, name="slow")
     try:
         aborted = await aabort_requests([entry.record.pk, entry.record.pk])
         assert [r.request_id for r in aborted] == [9]
         assert delivered == [aborted_response(9)]
         assert delivered[0]["error"]["code"] == REQUEST_ABORTED
-        assert not await inflight.settle(entry, State.ANSWERED, {"jsonrpc": "2.0", "id": 9, "result": {}})
+        ok = {"jsonrpc": "2.0", "id": 9, "result": {}}
+        assert not await runtime.requests.settle(entry, State.ANSWERED, ok)
         assert await aabort_requests([entry.record.pk]) == []
         assert len(delivered) == 1
         stored = await get_ledger().aget(entry.record)
         assert stored is not None
         assert stored.state == State.ABORTED
     finally:
-        if inflight._maintenance is not None:
-            inflight._maintenance.cancel()
+        await runtime.aclose()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -371,4 +377,117 @@ async def test_the_routed_socket_checks_origin_and_session(django_user_model: An
         communicator = WebsocketCommunicator(application, "/mcp-admin/live/", headers=headers)
         connected, _ = await communicator.connect()
         assert connected is allowed, headers
+        await communicator.disconnect()
+
+
+class CountingSource(SnapshotSource):
+    """The real snapshot source, counting what the consumer asks of it; the first ``failures`` gets fail."""
+
+    def __init__(self, failures: int = 0) -> None:
+        super().__init__(fresh_for=0.0)
+        self.failures = failures
+        self.gets = 0
+        self.resets = 0
+
+    def reset(self) -> None:
+        self.resets += 1
+        super().reset()
+
+    async def get(self) -> dict[str, Any]:
+        self.gets += 1
+        if self.gets <= self.failures:
+            raise ConnectionError("the database went away")
+        return await super().get()
+
+
+async def connect_consumer(consumer: type[LiveConsumer], user: Any) -> WebsocketCommunicator:
+    communicator = WebsocketCommunicator(consumer.as_asgi(), "/mcp-admin/live/")
+    communicator.scope["user"] = user
+    connected, _ = await communicator.connect()
+    assert connected
+    return communicator
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_socket_ignores_anything_but_a_refresh(django_user_model: Any) -> None:
+    from asgiref.sync import sync_to_async
+
+    viewer = await sync_to_async(user_with)(django_user_model, "ws-ignored", "mcp_server.view_ledgerentry")
+
+    class Quiet(LiveConsumer):  # one snapshot on connect, then only what a refresh asks for
+        interval = 3600.0
+        source = CountingSource()
+
+    communicator = await connect_consumer(Quiet, viewer)
+    try:
+        assert (await communicator.receive_json_from(timeout=5))["type"] == "snapshot"
+        for ignored in ({"type": "abort"}, ["refresh"], "refresh", {"kind": "refresh"}):
+            await communicator.send_json_to(ignored)
+        await communicator.send_json_to({"type": "refresh"})
+        assert (await communicator.receive_json_from(timeout=5))["type"] == "snapshot"
+    finally:
+        # Returns once the consumer has handled the disconnect, and so (in order) every message before it.
+        await communicator.disconnect()
+    assert (Quiet.source.gets, Quiet.source.resets) == (2, 1)  # the connect's snapshot and the refresh's
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_failed_snapshot_is_logged_and_the_next_one_is_sent(
+    django_user_model: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    from asgiref.sync import sync_to_async
+
+    viewer = await sync_to_async(user_with)(django_user_model, "ws-flaky", "mcp_server.view_ledgerentry")
+
+    class Flaky(LiveConsumer):
+        interval = 0.05
+        source = CountingSource(failures=2)
+
+    with caplog.at_level("ERROR", logger="mcp_server.admin"):
+        communicator = await connect_consumer(Flaky, viewer)
+        try:
+            snapshot = await communicator.receive_json_from(timeout=5)
+            assert snapshot["type"] == "snapshot"
+            assert snapshot["can_abort"] is False
+            assert Flaky.source.gets == 3
+        finally:
+            await communicator.disconnect()
+    failures = [r for r in caplog.records if r.getMessage() == "live page snapshot failed"]
+    assert len(failures) == 2
+    assert all(r.exc_info and r.exc_info[0] is ConnectionError for r in failures)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_socket_follows_permission_changes_and_closes_when_watching_is_withdrawn(
+    django_user_model: Any,
+) -> None:
+    from asgiref.sync import sync_to_async
+
+    from mcp_server.admin_live.consumer import FORBIDDEN
+
+    watcher = await sync_to_async(user_with)(django_user_model, "ws-demoted", "mcp_server.view_ledgerentry")
+
+    class Rechecking(LiveConsumer):  # checks the permissions before every snapshot
+        interval = 0.05
+        recheck_every = 0.0
+
+    def grant(codename: str) -> None:
+        watcher.user_permissions.add(Permission.objects.get(codename=codename))
+
+    def withdraw_all() -> None:
+        watcher.user_permissions.clear()
+
+    communicator = await connect_consumer(Rechecking, watcher)
+    try:
+        assert (await communicator.receive_json_from(timeout=5))["can_abort"] is False
+        await sync_to_async(grant)("change_ledgerentry")
+        async with asyncio.timeout(5):
+            while not (await communicator.receive_json_from(timeout=5))["can_abort"]:
+                pass  # snapshots sent before the next check still say False
+        await sync_to_async(withdraw_all)()
+        async with asyncio.timeout(5):
+            while (output := await communicator.receive_output(timeout=5))["type"] == "websocket.send":
+                pass  # snapshots sent before the next check
+        assert output == {"type": "websocket.close", "code": FORBIDDEN}
+    finally:
         await communicator.disconnect()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import threading
 from collections.abc import Callable, Iterator
@@ -63,6 +64,13 @@ for minute in range(59, 0, -1):
 LedgerEntry.objects.bulk_create(rows)
 """
 """An hour of past traffic, written straight into the ledger so that the chart has something to draw."""
+
+RENDER_COUNTER = """() => {
+  window.__renders = 0;
+  new MutationObserver(() => { window.__renders += 1; })
+    .observe(document.getElementById("mcp-live-updated"), { childList: true });
+}"""
+"""Counts the snapshots the page renders from now on (``render`` rewrites ``#mcp-live-updated`` each time)."""
 
 
 @pytest.fixture(scope="module")
@@ -129,8 +137,7 @@ def background_requests(server: LiveServer) -> tuple[Callable[[], None], threadi
             ]
             await session.wait_pending(1, 2)
             ready.set()
-            while not stop.is_set():  # noqa: ASYNC110 - the signal comes from another thread
-                await asyncio.sleep(0.05)
+            await asyncio.to_thread(stop.wait, 120)  # the test's thread says when
             await session.delete()
             await asyncio.gather(*calls)
 
@@ -164,9 +171,15 @@ def test_operator_sees_a_slow_call_live_and_aborts_it(server: LiveServer, page: 
         expect(page.locator("#mcp-live-pending")).to_have_text("3")
         assert page.evaluate("window.__notReloaded") is True
 
-        row.locator("input.action-select").check()
-        page.wait_for_timeout(1500)  # a couple of updates: the selection survives them
-        expect(row.locator("input.action-select")).to_be_checked()
+        box = row.locator("input.action-select")
+        box.check()
+        # Count the snapshots the page renders from now on (each one sets "updated …" anew) and wait for
+        # two: the rows are redrawn from them, and the selection must survive.
+        page.evaluate(RENDER_COUNTER)
+        page.wait_for_function("window.__renders >= 2", timeout=10_000)
+        expect(box).to_be_checked()
+        expect(row).to_have_class(re.compile(r"\bselected\b"))
+        expect(page.locator("#mcp-live-abort")).to_be_enabled()
         shot = tmp_path / "admin-live.png"
         page.screenshot(path=str(shot), full_page=True)
         if os.environ.get("UPDATE_SCREENSHOTS"):

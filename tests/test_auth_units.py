@@ -146,8 +146,6 @@ async def test_oauth_challenge_and_metadata_follow_the_request() -> None:
     ],
 )
 def test_authentication_checks(config: dict[str, Any], expected: list[str]) -> None:
-    if "rest_framework" in str(config):
-        pytest.importorskip("rest_framework")
     with override_settings(MCP_SERVER=config):
         assert ids(check_authentication()) == expected
 
@@ -260,3 +258,76 @@ def test_admin_shows_a_new_token_once_and_revokes_it(client: Any) -> None:
     token.refresh_from_db()
     assert token.is_revoked
     assert "revoked" in client.get(changelist).content.decode()
+
+
+@pytest.mark.django_db
+def test_admin_lists_each_tokens_status_and_editing_keeps_its_secret(client: Any) -> None:
+    from django.urls import reverse
+
+    admin_user = get_user_model().objects.create_superuser("root", "root@example.com", "pw")
+    client.force_login(admin_user)
+    valid, valid_plain = AccessToken.objects.create_token(admin_user, "valid-one")
+    AccessToken.objects.create_token(admin_user, "expired-one", expires=timezone.now() - timedelta(days=1))
+    revoked, _ = AccessToken.objects.create_token(admin_user, "revoked-one")
+    revoked.revoke()
+    changelist = client.get(reverse("admin:mcp_server_accesstoken_changelist"))
+    statuses = {
+        token.name: changelist.context["cl"].model_admin.status(token)
+        for token in changelist.context["cl"].result_list
+    }
+    assert statuses == {"valid-one": "valid", "expired-one": "expired", "revoked-one": "revoked"}
+
+    change_url = reverse("admin:mcp_server_accesstoken_change", args=[valid.pk])
+    edited = client.post(change_url, {"name": "renamed", "expires_0": "", "expires_1": "", "scopes": "[]"})
+    assert edited.status_code == 302, edited.content  # the usual redirect: no secret page on a change
+    valid.refresh_from_db()
+    assert valid.name == "renamed"
+    assert valid.key_hash == hash_token(valid_plain)  # a change does not mint a new secret
+    assert valid_plain.startswith(valid.prefix)
+    assert valid.user == admin_user
+
+
+# -- session cookies and DRF, in process --------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_session_cookie_without_the_channels_auth_middleware() -> None:
+    """Outside ``mcp_endpoint`` nobody has put a user in the scope: the cookie's session is loaded here."""
+    from asgiref.sync import sync_to_async
+    from django.test import Client
+
+    from mcp_server.auth.session import SessionAuthentication
+
+    user = await get_user_model().objects.acreate(username="cookie-user")
+    browser = Client()
+    await sync_to_async(browser.force_login)(user)
+    cookie = f"sessionid={browser.cookies['sessionid'].value}"
+    found, auth = await authenticate_request(request({"cookie": cookie}))
+    assert (found.pk, auth) == (user.pk, None)
+    unknown = request({"cookie": "sessionid=no-such-session"})
+    assert await SessionAuthentication().authenticate(unknown) is None
+    user.is_active = False
+    await user.asave()
+    assert await SessionAuthentication().authenticate(request({"cookie": cookie})) is None
+    in_scope = request()
+    in_scope.scope["user"] = user  # as the middleware would put it: deactivated users are refused too
+    assert await SessionAuthentication().authenticate(in_scope) is None
+
+
+def test_without_drf_a_foreign_class_is_refused_clearly(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from rest_framework.authentication import TokenAuthentication
+
+    from mcp_server.auth import load_authenticator
+    from mcp_server.auth.drf import DRFAuthentication, is_drf_authentication
+
+    assert is_drf_authentication(TokenAuthentication)
+    assert not is_drf_authentication(TokenAuthentication())  # an instance is not a class
+    wrapped = load_authenticator("rest_framework.authentication.TokenAuthentication")
+    assert isinstance(wrapped, DRFAuthentication)
+    assert repr(wrapped) == "<DRFAuthentication TokenAuthentication>"
+    monkeypatch.setitem(sys.modules, "rest_framework.authentication", None)  # as if DRF were not installed
+    assert not is_drf_authentication(TokenAuthentication)
+    with pytest.raises(ImproperlyConfigured, match=r"is neither an .* nor a DRF authentication class"):
+        load_authenticator("django.contrib.auth.models.User")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -249,6 +249,42 @@ async def test_localhost_and_same_origin_pass(session: RawSession, live_server: 
     assert final_response(response)["result"] == {}
 
 
+async def test_a_production_site_allows_only_its_hosts_and_listed_origins(
+    http: httpx.AsyncClient, start: Callable[..., LiveServer]
+) -> None:
+    """``DEBUG`` off, ``MCP_SERVER`` lists the hosts and origins: no leniency for localhost."""
+    config = {"ALLOWED_HOSTS": ["127.0.0.1"], "ALLOWED_ORIGINS": ["https://app.example.org"]}
+    server = start(config, DJANGO_DEBUG="0")
+    session = await open_session(http, server.url)
+    listed = await session.post(rpc("ping"), Origin="https://app.example.org")  # cross-origin, but listed
+    assert final_response(listed)["result"] == {}
+    same = await session.post(rpc("ping"), Origin=server.base)
+    assert final_response(same)["result"] == {}
+    refused_origins = [
+        f"http://localhost:{server.port}",  # fine under DEBUG only
+        "https://app.example.org.evil.example",
+        "app.example.org",  # no scheme: not an origin at all
+        "https://",  # no host
+    ]
+    for origin in refused_origins:
+        response = await session.post(rpc("ping"), Origin=origin)
+        assert response.status_code == 403, origin
+        assert error_of(response)["message"] == f"Origin {origin!r} is not allowed"
+    response = await session.post(rpc("ping"), Host=f"localhost:{server.port}")
+    assert response.status_code == 403
+    assert error_of(response)["message"] == f"Host 'localhost:{server.port}' is not allowed"
+
+
+async def test_any_origin_when_the_allowlist_says_so(
+    http: httpx.AsyncClient, start: Callable[..., LiveServer]
+) -> None:
+    server = start({"ALLOWED_ORIGINS": ["*"]}, DJANGO_DEBUG="0", DJANGO_ALLOWED_HOSTS="127.0.0.1")
+    session = await open_session(http, server.url)
+    for origin in ("https://anywhere.example", "http://evil.example:8080"):
+        assert final_response(await session.post(rpc("ping"), Origin=origin))["result"] == {}
+    assert (await session.post(rpc("ping"), Origin="null")).status_code == 403  # "null" must be listed itself
+
+
 @pytest.mark.parametrize("method", ["PUT", "PATCH"])
 async def test_other_http_methods_are_405(session: RawSession, method: str) -> None:
     response = await session.http.request(
@@ -337,6 +373,46 @@ async def test_batches_only_in_2025_03_26(http: httpx.AsyncClient, live_server: 
     assert isinstance(answers, list)
     assert sorted(a["id"] for a in answers) == ["a", "b"]
     assert all(a["result"] == {} for a in answers)
+
+
+WRONG_TYPED_IDS: list[Any] = [{"not": "an id"}, [1], 1.5, 1.0, True]
+"""Ids a request cannot have (MCP: a string or an integer); such a message is no notification either."""
+
+
+async def test_an_invalid_member_of_a_batch_is_answered_in_the_batch(
+    http: httpx.AsyncClient, live_server: LiveServer
+) -> None:
+    """A bad member does not spoil the batch: it gets its own -32600, with its id where that is usable."""
+    old = await open_session(http, live_server.url, "2025-03-26")
+    batch = [
+        {"jsonrpc": "1.0", "id": "bad-version", "method": "ping"},
+        {"jsonrpc": "2.0", "id": 5, "method": 42},
+        "not even an object",
+        *({"jsonrpc": "2.0", "id": bad, "method": "ping"} for bad in WRONG_TYPED_IDS),
+        rpc("ping", None, "good"),
+    ]
+    response = await old.post(batch)
+    assert response.status_code == 200
+    answers = response.json()
+    assert isinstance(answers, list)
+    assert len(answers) == len(batch)
+    good = [a for a in answers if a["id"] == "good"]
+    assert good == [{"jsonrpc": "2.0", "id": "good", "result": {}}]
+    errors = [a for a in answers if a["id"] != "good"]
+    assert [a["id"] for a in errors if a["id"] is not None] == ["bad-version", 5]
+    assert all(a["error"]["code"] == -32600 and "result" not in a for a in errors)
+    wrong_typed = [a for a in errors if "must be a string or an integer" in a["error"]["message"]]
+    assert [a["id"] for a in wrong_typed] == [None] * len(WRONG_TYPED_IDS)
+
+
+@pytest.mark.parametrize("request_id", WRONG_TYPED_IDS)
+async def test_a_request_with_a_wrong_typed_id_is_refused_not_taken_for_a_notification(
+    session: RawSession, request_id: Any
+) -> None:
+    response = await session.post({"jsonrpc": "2.0", "id": request_id, "method": "ping"})
+    assert response.status_code == 400
+    message = "Invalid request: a request id must be a string or an integer"
+    assert error_of(response) == {"code": -32600, "message": message}
 
 
 # -- 7. 202 for notifications and responses ------------------------------------------------------------------

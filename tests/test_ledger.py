@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from django.core.cache import caches
+from django.db import OperationalError
 from django.utils import timezone
 
 from mcp_server.ledger import DuplicateRequest, Ledger, LedgerRecord, State, request_key
@@ -123,11 +124,13 @@ async def test_cache_listing_never_skips_a_record_still_being_opened() -> None:
 
 async def test_cache_listing_passes_a_gap_left_by_a_dead_worker() -> None:
     caches["default"].clear()
-    ledger = CacheLedger({"RETENTION": 60, "LEASE_TIMEOUT": 0.05})
+    lease = 30.0
+    ledger = CacheLedger({"RETENTION": 60, "LEASE_TIMEOUT": lease})
     gap = ledger._next_pk()  # drawn by a worker that died before writing the record
-    assert await ledger.apending() == []
-    assert not ledger._dead_gap(gap)
-    await asyncio.sleep(0.06)  # the lease the dead worker had
+    assert await ledger.apending() == []  # the listing notes when it first saw the gap ...
+    assert not ledger._dead_gap(gap)  # ... and waits for the lease of the worker that drew it
+    # That lease ran out: the gap was first seen longer than a lease ago (no need to wait for it).
+    ledger.cache.set(ledger._k("g", gap), timezone.now().timestamp() - lease - 1, None)
     assert ledger._dead_gap(gap)
     after = await ledger.aopen(record(None, 3))
     assert [r.pk for r in await ledger.apending()] == [after.pk]
@@ -135,25 +138,42 @@ async def test_cache_listing_passes_a_gap_left_by_a_dead_worker() -> None:
 
 
 class UnreachableLedger(DatabaseLedger):
-    """Records requests, then loses its connection before they settle."""
+    """A database that refuses every write until ``reachable`` is set (a fault, injected for real)."""
 
-    async def asettle(self, record: LedgerRecord, state: str, outcome: dict[str, object] | None) -> bool:
-        raise ConnectionError("database went away")
+    reachable = False
+
+    def write_batch(self, inserts: list[LedgerRecord], updates: list[LedgerRecord]) -> list[LedgerRecord]:
+        if not self.reachable:
+            raise OperationalError("database went away")
+        return super().write_batch(inserts, updates)
 
 
-async def test_a_request_is_answered_once_even_when_the_ledger_is_out_of_reach(settings: Any) -> None:
-    from mcp_server.protocol.settlement import InFlight, InFlightTable
+async def test_a_request_is_answered_once_even_when_the_ledger_is_out_of_reach() -> None:
+    """The reply never waits on the ledger; the record converges once the store answers again."""
+    from mcp_server.ledger.writer import LedgerWriter
+    from mcp_server.models import LedgerEntry
+    from mcp_server.protocol.settlement import PendingRequest, RequestTable
 
-    settings.MCP_SERVER = {"LEDGER_BACKEND": "tests.test_ledger.UnreachableLedger"}
+    ledger = UnreachableLedger()
+    writer = LedgerWriter(ledger, interval=60)  # flushed by hand below
+    table = RequestTable(writer, worker_id="w-test")
     delivered: list[dict[str, Any] | None] = []
 
-    async def deliver(entry: InFlight, response: dict[str, Any] | None) -> None:
+    async def deliver(entry: PendingRequest, response: dict[str, Any] | None) -> None:
         delivered.append(response)
 
-    table = InFlightTable()
     entry = await table.open(None, 1, "tools/call", deliver)
     reply = {"jsonrpc": "2.0", "id": 1, "result": {}}
     assert await table.settle(entry, State.ANSWERED, reply)
     assert not await table.settle(entry, State.CLOSED, {"jsonrpc": "2.0", "id": 1, "error": {}})
     assert delivered == [reply]
     assert len(table) == 0
+    with pytest.raises(OperationalError):
+        await writer.flush()
+    assert len(writer) == 1, "the record stays queued while the store is out of reach"
+    ledger.reachable = True
+    await writer.flush()
+    assert len(writer) == 0
+    states = [row.state async for row in LedgerEntry.objects.filter(worker="w-test")]
+    assert states == [State.ANSWERED], "one final row: never a pending one for a request already answered"
+    await writer.aclose()

@@ -225,7 +225,11 @@ async def open_session(
 
 
 async def wait_for(check: Callable[[], Awaitable[bool]], what: str, within: float = 10.0) -> None:
-    """Poll ``check`` (state in another process: no event to wait on) until it holds, for ``within`` s."""
+    """Poll ``check`` until it holds, for ``within`` s, then fail naming ``what``.
+
+    Polling, not an event: the state (a ledger row, a lease, a worker's in-flight table) lives in
+    PostgreSQL, Redis or another worker process, none of which tells anyone when it changes.
+    """
     try:
         async with asyncio.timeout(within):
             while not await check():  # noqa: ASYNC110 - the state lives in PostgreSQL or another worker

@@ -8,12 +8,14 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
+import mcp_types as mt
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from mcp import Client
 from pydantic import BaseModel
 
 from mcp_server import Context, MCPServer, ToolError
+from mcp_server.wire.errors import INVALID_PARAMS, JSONRPCError
 from tests.live import LiveServer
 from tests.raw import RawSession, content_type, open_session, parse_sse, rpc
 
@@ -348,3 +350,254 @@ async def test_sessions_stay_usable_after_handler_failures(session: RawSession) 
     for method in ("test/none", "test/raise"):
         assert (await session.request(method, {}))["error"]["code"] == -32603
     assert json.loads(json.dumps((await session.request("ping"))["result"])) == {}
+
+
+# -- prompts: arguments and what a handler may return (unit) ------------------------------------------------
+
+
+class Reading(BaseModel):
+    title: str
+    pages: int
+
+
+async def test_prompt_arguments_are_validated_with_the_argument_named() -> None:
+    server = MCPServer("x")
+
+    @server.prompt
+    def chapters(count: int) -> str:
+        return f"{count} chapters"
+
+    with pytest.raises(JSONRPCError) as refused:
+        await server.prompts["chapters"].render({"count": "many"}, None)
+    assert refused.value.code == INVALID_PARAMS
+    assert refused.value.message.startswith("Invalid arguments for prompt chapters: count: ")
+    assert (await server.prompts["chapters"].render({"count": "3"}, None))["messages"] == [
+        {"role": "user", "content": {"type": "text", "text": "3 chapters"}}
+    ]
+
+
+async def test_prompt_messages_from_every_kind_of_return_value() -> None:
+    server = MCPServer("x")
+
+    @server.prompt
+    def mixed() -> list[Any]:
+        return [
+            mt.PromptMessage(role="assistant", content=mt.TextContent(type="text", text="typed")),
+            {"role": "assistant", "content": {"type": "text", "text": "as a dict"}},
+            mt.TextContent(type="text", text="a content block"),
+            Reading(title="Dune", pages=412),
+            "plain",
+        ]
+
+    result = await server.prompts["mixed"].render({}, None)
+    assert "description" not in result  # no docstring, no description
+    assert result["messages"] == [
+        {"role": "assistant", "content": {"type": "text", "text": "typed"}},
+        {"role": "assistant", "content": {"type": "text", "text": "as a dict"}},
+        {"role": "user", "content": {"type": "text", "text": "a content block"}},
+        {"role": "user", "content": {"type": "text", "text": '{"title":"Dune","pages":412}'}},
+        {"role": "user", "content": {"type": "text", "text": "plain"}},
+    ]
+
+
+async def test_a_prompt_returning_a_whole_result_is_passed_through() -> None:
+    server = MCPServer("x")
+
+    @server.prompt
+    def complete() -> mt.GetPromptResult:
+        """Described by its docstring, overridden by the result."""
+        message = mt.PromptMessage(role="user", content=mt.TextContent(type="text", text="x"))
+        return mt.GetPromptResult(description="from the result", messages=[message])
+
+    result = await server.prompts["complete"].render({}, None)
+    assert result["description"] == "from the result"
+    assert result["messages"] == [{"role": "user", "content": {"type": "text", "text": "x"}}]
+
+
+# -- resources: definitions, arguments and contents (unit) --------------------------------------------------
+
+
+def test_a_template_variable_without_a_parameter_is_refused_at_registration() -> None:
+    server = MCPServer("x")
+    with pytest.raises(TypeError, match=r"res://shelves/\{shelf\}/\{slot\}.*\['slot'\]"):
+
+        @server.resource("res://shelves/{shelf}/{slot}")
+        def shelf(shelf: str) -> str:
+            return shelf
+
+    assert server.resources == {}
+
+
+def test_resource_definitions_carry_only_what_was_given() -> None:
+    server = MCPServer("x")
+    annotations = {"audience": ["user"], "priority": 0.5}
+    icons = [{"src": "https://example.org/icon.png", "mimeType": "image/png"}]
+
+    @server.resource("res://sized", size=42, annotations=annotations, icons=icons, meta={"k": "v"})
+    def sized() -> str:
+        return "s"
+
+    @server.resource("res://sized/{part}", size=42, mime_type="text/csv")
+    def part(part: str) -> str:
+        return part
+
+    @server.resource("res://bare")
+    def bare() -> str:
+        return "b"
+
+    assert server.resources["res://sized"].definition() == {
+        "name": "sized",
+        "uri": "res://sized",
+        "size": 42,
+        "annotations": annotations,
+        "icons": icons,
+        "_meta": {"k": "v"},
+    }
+    # A template has no single size; its MIME type is kept.
+    assert server.resources["res://sized/{part}"].definition() == {
+        "name": "part",
+        "uriTemplate": "res://sized/{part}",
+        "mimeType": "text/csv",
+    }
+    assert server.resources["res://bare"].definition() == {"name": "bare", "uri": "res://bare"}
+
+
+async def test_a_template_variable_of_the_wrong_type_is_invalid_params() -> None:
+    server = MCPServer("x")
+
+    @server.resource("res://books/{book_id}")
+    def book(book_id: int) -> str:
+        return f"book {book_id}"
+
+    found = server.find_resource("res://books/abc")
+    assert found is not None
+    entry, variables = found
+    with pytest.raises(JSONRPCError) as refused:
+        await entry.read("res://books/abc", variables, None)
+    assert refused.value.code == INVALID_PARAMS
+    assert refused.value.message.startswith("Invalid resource URI res://books/abc: ")
+    assert await entry.read("res://books/7", {"book_id": "7"}, None) == {
+        "contents": [{"uri": "res://books/7", "mimeType": "text/plain", "text": "book 7"}]
+    }
+
+
+async def test_resource_contents_from_every_kind_of_return_value() -> None:
+    server = MCPServer("x")
+    text = mt.TextResourceContents(uri="res://other", mime_type="text/markdown", text="# T")
+    blob = mt.BlobResourceContents(uri="res://other.bin", mime_type="image/png", blob="AAE=")
+    values: dict[str, Any] = {
+        "bytes": b"\x00\x01",
+        "json": {"shelf": 3, "titles": ["Dune"]},
+        "contents": text,
+        "several": [text, blob],
+        "result": mt.ReadResourceResult(contents=[blob]),
+        "empty-list": [],
+    }
+
+    @server.resource("res://values/{kind}")
+    def value(kind: str) -> Any:
+        return values[kind]
+
+    @server.resource("res://typed.bin", mime_type="application/pdf")
+    def typed() -> bytes:
+        return b"%PDF"
+
+    async def read(uri: str) -> list[dict[str, Any]]:
+        found = server.find_resource(uri)
+        assert found is not None
+        contents: list[dict[str, Any]] = (await found[0].read(uri, found[1], None))["contents"]
+        return contents
+
+    as_text = {"uri": "res://other", "mimeType": "text/markdown", "text": "# T"}
+    as_blob = {"uri": "res://other.bin", "mimeType": "image/png", "blob": "AAE="}
+    assert await read("res://values/bytes") == [
+        {"uri": "res://values/bytes", "mimeType": "application/octet-stream", "blob": "AAE="}
+    ]
+    (as_json,) = await read("res://values/json")
+    assert as_json == {"uri": "res://values/json", "mimeType": "application/json", "text": as_json["text"]}
+    assert json.loads(as_json["text"]) == values["json"]
+    assert await read("res://values/contents") == [as_text]
+    assert await read("res://values/several") == [as_text, as_blob]
+    assert await read("res://values/result") == [as_blob]
+    assert await read("res://values/empty-list") == [
+        {"uri": "res://values/empty-list", "mimeType": "application/json", "text": "[]"}
+    ]
+    assert await read("res://typed.bin") == [
+        {"uri": "res://typed.bin", "mimeType": "application/pdf", "blob": "JVBERg=="}
+    ]
+
+
+# -- the server: lookups, completions, removal at run time (unit) -------------------------------------------
+
+
+def test_find_resource_prefers_a_fixed_uri_and_knows_unknown_ones() -> None:
+    server = MCPServer("x")
+
+    @server.resource("res://items/{item_id}")
+    def item(item_id: str) -> str:
+        return item_id
+
+    @server.resource("res://items/special")
+    def special() -> str:
+        return "special"
+
+    fixed = server.find_resource("res://items/special")
+    assert fixed is not None
+    assert (fixed[0].fn, fixed[1]) == (special, {})
+    templated = server.find_resource("res://items/7")
+    assert templated is not None
+    assert (templated[0].fn, templated[1]) == (item, {"item_id": "7"})
+    assert server.find_resource("res://items/7/more") is None
+    assert server.find_resource("res://elsewhere") is None
+
+
+@pytest.mark.parametrize("refs", [{}, {"prompt": "p", "resource": "res://r/{x}"}])
+def test_a_completion_names_exactly_one_prompt_or_resource(refs: dict[str, str]) -> None:
+    with pytest.raises(ImproperlyConfigured, match="exactly one of prompt= or resource="):
+        MCPServer("x").completion(**refs)
+
+
+def test_removing_handlers_tells_the_listeners_which_list_changed() -> None:
+    server = MCPServer("x")
+    changes: list[str] = []
+
+    @server.tool
+    def tool() -> str:
+        return ""
+
+    @server.resource("res://r")
+    def resource() -> str:
+        return ""
+
+    @server.prompt
+    def prompt() -> str:
+        return ""
+
+    server.on_change(changes.append)
+    server.remove_tool("tool")
+    server.remove_resource("res://r")
+    server.remove_prompt("prompt")
+    assert changes == ["tools", "resources", "prompts"]
+    assert (server.tools, server.resources, server.prompts) == ({}, {}, {})
+    with pytest.raises(KeyError):
+        server.remove_tool("tool")
+    assert changes == ["tools", "resources", "prompts"]
+
+
+def test_icons_and_meta_are_listed_when_given() -> None:
+    server = MCPServer("x")
+    icons = [{"src": "https://example.org/t.svg", "mimeType": "image/svg+xml", "sizes": ["any"]}]
+
+    @server.tool(icons=icons, meta={"example.org/tier": "gold"})
+    def decorated() -> str:
+        return ""
+
+    @server.prompt(icons=icons)
+    def pictured() -> str:
+        return ""
+
+    tool = server.tools["decorated"].definition()
+    assert (tool["icons"], tool["_meta"]) == (icons, {"example.org/tier": "gold"})
+    prompt = server.prompts["pictured"].definition()
+    assert prompt["icons"] == icons
+    assert "_meta" not in prompt

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
@@ -181,3 +182,40 @@ async def test_the_idle_timeout_is_per_process_setting(
     backdate(live_server, session.id, IDLE_TIMEOUT * 2)
     assert (await on(peer_server, session).post(rpc("ping"))).status_code == 404
     assert (await session.post(rpc("ping"))).status_code == 404
+
+
+async def test_log_level_and_subscriptions_are_kept_in_the_session_row(
+    http: httpx.AsyncClient, live_server: LiveServer, peer_server: LiveServer
+) -> None:
+    session = await open_session(http, live_server.url)
+    assert (await session.request("logging/setLevel", {"level": "warning"}))["result"] == {}
+    for uri in ("test://watched-resource", "test://static-text"):
+        assert (await session.request("resources/subscribe", {"uri": uri}))["result"] == {}
+    elsewhere = on(peer_server, session)  # another process changes the same row
+    again = await elsewhere.request("resources/subscribe", {"uri": "test://watched-resource"})
+    assert again["result"] == {}
+    unsubscribed = await elsewhere.request("resources/unsubscribe", {"uri": "test://static-text"})
+    assert unsubscribed["result"] == {}
+    row = session_row(live_server, session.id)
+    assert row["log_level"] == "warning"
+    assert json.loads(row["subscriptions"]) == ["test://watched-resource"]  # once, though subscribed twice
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_site_without_a_channel_layer_still_ends_its_sessions() -> None:
+    """A single-process site may configure no channel layer: nobody else is there to tell."""
+    from django.test import override_settings
+    from django.utils import timezone
+
+    from mcp_server.models import Session
+    from mcp_server.sessions import aend_session
+    from mcp_server.transports.signals import asend_to_session
+
+    await Session.objects.acreate(id="s-alone", protocol_version="2025-11-25", last_seen=timezone.now())
+    with override_settings(MCP_SERVER={"CHANNEL_LAYER": "not-configured"}):
+        await asend_to_session("s-alone", {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        assert await aend_session("s-alone", "session terminated by the client")
+        assert not await aend_session("s-alone", "again")
+    row = await Session.objects.aget(pk="s-alone")
+    assert row.ended_at is not None
+    assert row.end_reason == "session terminated by the client"

@@ -1,12 +1,14 @@
 """``manage.py mcp_stdio`` as a real subprocess: the official client's stdio transport, and raw pipes for
 what a well-behaved client never does (malformed lines, closing stdin with a request in flight, SIGTERM).
 
-No sleeps: every wait is for a line the server writes, or for its exit, under a timeout.
+No sleeps: every wait is for a line the server writes (a message on stdout, a log line on stderr), or for
+its exit, under a timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -31,6 +33,10 @@ from tests.live import ROOT, base_env, migrated_template, redis_namespace, servi
 from tests.raw import rpc
 
 TIMEOUT = 20.0
+LEDGERS = {
+    "database-ledger": "mcp_server.ledger.database.DatabaseLedger",
+    "cache-ledger": "mcp_server.ledger.cache.CacheLedger",
+}
 COMMAND = ["manage.py", "mcp_stdio"]
 INITIALIZE = {
     "protocolVersion": "2025-11-25",
@@ -65,19 +71,42 @@ def call(request_id: int, tool: str, **arguments: Any) -> dict[str, Any]:
 
 
 class RawStdio:
-    """The server on raw pipes: write lines, read lines, and keep every line stdout carried."""
+    """The server on raw pipes: write lines, read lines, and keep every line stdout carried.
 
-    def __init__(self, process: asyncio.subprocess.Process, stderr_path: Path) -> None:
+    stderr is read as it comes (``wait_stderr`` waits for a log line: the event of a step that writes
+    nothing on stdout, such as the start of the shutdown grace).
+    """
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
         self.process = process
-        self.stderr_path = stderr_path
         self.lines: list[bytes] = []
+        self._stderr = bytearray()
+        self._stderr_grew = asyncio.Event()
+        self._stderr_ended = False
+        self.stderr_task = asyncio.create_task(self._drain_stderr())
+
+    async def _drain_stderr(self) -> None:
+        assert self.process.stderr is not None
+        while chunk := await self.process.stderr.read(65536):
+            self._stderr += chunk
+            self._stderr_grew.set()
+        self._stderr_ended = True
+        self._stderr_grew.set()
 
     @property
     def messages(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.lines]
 
     def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
+        return self._stderr.decode(errors="replace")
+
+    async def wait_stderr(self, text: str) -> None:
+        """Wait until ``text`` appears on stderr (fail if stderr ends first, or after ``TIMEOUT``)."""
+        async with asyncio.timeout(TIMEOUT):
+            while text not in self.stderr():
+                assert not self._stderr_ended, f"stderr ended without {text!r}:\n{self.stderr()}"
+                self._stderr_grew.clear()
+                await self._stderr_grew.wait()
 
     async def send(self, message: dict[str, Any] | bytes) -> None:
         assert self.process.stdin is not None
@@ -95,21 +124,30 @@ class RawStdio:
         assert isinstance(message, dict)
         return message
 
+    async def response_to(self, request_id: int | str) -> dict[str, Any]:
+        """Read until the response to ``request_id`` (other messages on the way are kept in ``lines``)."""
+        while True:
+            received = await self.receive()
+            if received.get("id") == request_id and "method" not in received:
+                return received
+
     async def request(self, message: dict[str, Any]) -> dict[str, Any]:
         """Send a request and return its response (other messages on the way are kept in ``lines``)."""
         await self.send(message)
-        while True:
-            received = await self.receive()
-            if received.get("id") == message["id"] and "method" not in received:
-                return received
+        return await self.response_to(message["id"])
 
-    async def initialize(self) -> None:
-        answer = await self.request(rpc("initialize", INITIALIZE, 0))
+    async def initialize(self, capabilities: dict[str, Any] | None = None) -> None:
+        params = {**INITIALIZE, "capabilities": capabilities or {}}
+        answer = await self.request(rpc("initialize", params, 0))
         assert answer["result"]["protocolVersion"] == "2025-11-25"
         await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
+    def answers_to(self, request_id: int | str) -> list[dict[str, Any]]:
+        """Every response to ``request_id`` that stdout carried so far, in order."""
+        return [m for m in self.messages if m.get("id") == request_id and "method" not in m]
+
     async def finish(self, *, close_stdin: bool = True) -> int:
-        """Close stdin (or not), read stdout to its end, and return the exit code."""
+        """Close stdin (or not), read stdout and stderr to their end, and return the exit code."""
         assert self.process.stdin is not None
         assert self.process.stdout is not None
         if close_stdin:
@@ -118,39 +156,53 @@ class RawStdio:
             while line := await self.process.stdout.readline():
                 self.lines.append(line)
             code = await self.process.wait()
+            await self.stderr_task
         for line in self.lines:  # stdout carried protocol messages only, one per line
             assert line.endswith(b"\n")
             assert line.count(b"\n") == 1
             assert isinstance(json.loads(line), dict)
         return code
 
+    async def stop(self) -> None:
+        """Kill the process if it still runs, and stop reading its stderr."""
+        if self.process.returncode is None:
+            self.process.kill()
+            await self.process.wait()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.stderr_task, TIMEOUT)
+
+
+async def spawn(env: dict[str, str], *args: str, stdout: Any = PIPE) -> RawStdio:
+    """``manage.py mcp_stdio`` with ``args`` on raw pipes (or stdout on ``stdout``)."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, *COMMAND, *args, cwd=ROOT, env=env, stdin=PIPE, stdout=stdout, stderr=PIPE
+    )
+    return RawStdio(process)
+
 
 @pytest.fixture
-async def start(database: Path, tmp_path: Path) -> AsyncIterator[Any]:
-    """Start ``mcp_stdio`` on raw pipes (killed at the end of the test if it is still running)."""
+async def start(database: Path) -> AsyncIterator[Any]:
+    """Start ``mcp_stdio`` on raw pipes (killed at the end of the test if it is still running).
+
+    ``env`` adds or, with ``None``, removes environment variables.
+    """
     started: list[RawStdio] = []
 
-    async def _start(*args: str, overrides: dict[str, Any] | None = None) -> RawStdio:
-        stderr_path = tmp_path / f"stderr-{len(started)}.txt"
-        with stderr_path.open("wb") as stderr:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                *COMMAND,
-                *args,
-                cwd=ROOT,
-                env=stdio_env(database, overrides),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=stderr,
-            )
-        started.append(RawStdio(process, stderr_path))
+    async def _start(
+        *args: str, overrides: dict[str, Any] | None = None, env: dict[str, str | None] | None = None
+    ) -> RawStdio:
+        full_env = stdio_env(database, overrides)
+        for name, value in (env or {}).items():
+            if value is None:
+                full_env.pop(name, None)
+            else:
+                full_env[name] = value
+        started.append(await spawn(full_env, *args))
         return started[-1]
 
     yield _start
     for raw in started:
-        if raw.process.returncode is None:
-            raw.process.kill()
-            await raw.process.wait()
+        await raw.stop()
 
 
 # -- the official client --------------------------------------------------------------------------------
@@ -320,15 +372,51 @@ async def test_a_blocked_sync_handler_does_not_hold_the_exit(start: Any) -> None
     assert "exiting without them" in raw.stderr()
 
 
-async def test_sigterm_settles_in_flight_requests_and_exits_zero(start: Any) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+async def test_a_signal_settles_in_flight_requests_and_exits_zero(
+    start: Any, database: Path, signum: signal.Signals
+) -> None:
     raw: RawStdio = await start(overrides={"SHUTDOWN_GRACE": 0.5})
     await raw.initialize()
     await raw.send(call(2, "slow", seconds=600))
     assert (await raw.request(call(3, "stdio_pending")))["result"]["structuredContent"]["result"] == ["2"]
-    raw.process.send_signal(signal.SIGTERM)
+    raw.process.send_signal(signum)
     assert await raw.finish(close_stdin=False) == 0
-    [closed] = [m for m in raw.messages if m.get("id") == 2]
+    [closed] = raw.answers_to(2)
     assert closed["error"] == {"code": -32000, "message": "Connection closed: server shutting down"}
+    assert rows(database, "select end_reason from mcp_server_session") == [("server shutting down",)]
+    assert rows(database, "select state from mcp_server_ledgerentry where name = 'slow'") == [("closed",)]
+    assert "Traceback" not in raw.stderr()  # SIGINT is no KeyboardInterrupt
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [(signal.SIGTERM, signal.SIGINT), (signal.SIGINT, signal.SIGTERM)],
+    ids=["SIGTERM-then-SIGINT", "SIGINT-then-SIGTERM"],
+)
+async def test_a_second_signal_ends_the_grace_at_once(
+    start: Any, database: Path, first: signal.Signals, second: signal.Signals
+) -> None:
+    """README: the first signal lets in-flight requests finish for up to SHUTDOWN_GRACE; a second one ends
+    the grace period at once."""
+    grace = 120.0
+    raw: RawStdio = await start("--log-level", "info", overrides={"SHUTDOWN_GRACE": grace})
+    await raw.initialize()
+    await raw.send(call(2, "slow", seconds=600))
+    assert (await raw.request(call(3, "stdio_pending")))["result"]["structuredContent"]["result"] == ["2"]
+    raw.process.send_signal(first)
+    # The grace period has begun (the server logs it, and writes nothing on stdout until it ends).
+    await raw.wait_stderr("server shutting down: waiting up to 120.0s for 1 requests")
+    assert raw.answers_to(2) == []
+    assert raw.process.returncode is None
+    cut = time.monotonic()
+    raw.process.send_signal(second)
+    assert await raw.finish(close_stdin=False) == 0  # within TIMEOUT, a sixth of the grace
+    assert time.monotonic() - cut < grace / 10
+    [closed] = raw.answers_to(2)
+    assert closed["error"] == {"code": -32000, "message": "Connection closed: server shutting down"}
+    assert rows(database, "select state from mcp_server_ledgerentry where name = 'slow'") == [("closed",)]
+    assert rows(database, "select end_reason from mcp_server_session") == [("server shutting down",)]
 
 
 async def test_cancel_sends_nothing_for_that_id(start: Any, database: Path) -> None:
@@ -353,6 +441,131 @@ async def test_a_long_line_is_refused_and_the_next_one_served(start: Any) -> Non
     assert await raw.finish() == 0
 
 
+@pytest.mark.parametrize("ledger", sorted(LEDGERS))
+async def test_a_duplicate_id_in_flight_is_refused_once_and_the_first_still_answers_once(
+    start: Any, database: Path, ledger: str
+) -> None:
+    raw: RawStdio = await start(overrides={"LEDGER_BACKEND": LEDGERS[ledger]})
+    await raw.initialize(capabilities={"elicitation": {}})
+    await raw.send(call(2, "test_elicitation", message="Who are you?"))
+    elicitation = await raw.receive()  # request 2 waits for the client's answer: it is in flight
+    assert elicitation["method"] == "elicitation/create"
+
+    await raw.send(call(2, "echo", text="same id"))
+    await raw.request(rpc("ping", None, 3))  # the duplicate's line was acted on before this one
+    [refused] = raw.answers_to(2)
+    assert refused["error"]["code"] == -32600
+    assert "already in flight" in refused["error"]["message"]
+
+    accepted = {"action": "accept", "content": {"username": "ada", "email": "ada@example.com"}}
+    await raw.send({"jsonrpc": "2.0", "id": elicitation["id"], "result": accepted})
+    first = await raw.response_to(2)
+    assert "ada@example.com" in first["result"]["content"][0]["text"]
+
+    reused = await raw.request(call(2, "echo", text="reused"))  # settled: the id is free again
+    assert reused["result"]["content"] == [{"type": "text", "text": "reused"}]
+    assert await raw.finish() == 0
+    assert raw.answers_to(2) == [refused, first, reused]  # one reply each, nothing else for id 2
+    if ledger == "database-ledger":
+        states = rows(
+            database, "select name, state from mcp_server_ledgerentry where request_key = 'i:2' order by id"
+        )
+        assert states == [("test_elicitation", "answered"), ("echo", "answered")]
+
+
+async def test_the_last_line_without_a_newline_is_served(start: Any) -> None:
+    raw: RawStdio = await start()
+    await raw.initialize()
+    await raw.send(json.dumps(call(2, "echo", text="no newline at the end")).encode())  # then end of input
+    assert await raw.finish() == 0
+    [answer] = raw.answers_to(2)
+    assert answer["result"]["content"] == [{"type": "text", "text": "no newline at the end"}]
+
+
+async def test_a_closed_output_stops_the_command_and_settles_its_requests(database: Path) -> None:
+    """The client stops reading (closes its end of stdout) but leaves stdin open: the next write fails,
+    the command winds down by itself (exit 0, one warning, no traceback) and nothing stays pending."""
+    loop = asyncio.get_running_loop()
+    read_fd, write_fd = os.pipe()
+    try:
+        raw = await spawn(stdio_env(database, {"SHUTDOWN_GRACE": 0.5}), stdout=write_fd)
+    finally:
+        os.close(write_fd)
+    reader = asyncio.StreamReader()
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0)
+    )
+    raw.process.stdout = reader  # RawStdio reads the protocol from our end of the pipe
+    try:
+        await raw.initialize()
+        await raw.send(call(2, "slow", seconds=600))
+        assert (await raw.request(call(3, "stdio_pending")))["result"]["structuredContent"]["result"] == ["2"]
+        transport.close()  # nobody reads stdout any more
+        await raw.send(rpc("ping", None, 4))  # its answer is the write that fails
+        assert await asyncio.wait_for(raw.process.wait(), TIMEOUT) == 0  # stdin is still open
+        await asyncio.wait_for(raw.stderr_task, TIMEOUT)
+    finally:
+        transport.close()
+        await raw.stop()
+    stderr = raw.stderr()
+    assert stderr.count("the protocol output is gone") == 1, stderr
+    assert "Traceback" not in stderr
+    assert rows(database, "select count(*) from mcp_server_ledgerentry where state = 'pending'") == [(0,)]
+    [(state, outcome)] = rows(
+        database, "select state, outcome from mcp_server_ledgerentry where name = 'slow'"
+    )
+    assert state == "closed"
+    assert json.loads(outcome)["error"] == {"code": -32000, "message": "Connection closed: stdout closed"}
+    assert rows(database, "select end_reason from mcp_server_session") == [("stdout closed",)]
+
+
+async def test_server_requests_and_notifications_go_out_on_stdout(start: Any) -> None:
+    """Log messages (at the level the client set) and a server-to-client request (sampling) travel on
+    stdout, before the response of the request that made them; the client's answer comes back on stdin."""
+    raw: RawStdio = await start()
+    await raw.initialize(capabilities={"sampling": {}})
+    assert (await raw.request(rpc("logging/setLevel", {"level": "info"}, 1)))["result"] == {}
+    await raw.send(call(2, "test_tool_with_logging"))
+    logged = []
+    while "method" in (message := await raw.receive()):
+        assert message["method"] == "notifications/message"
+        logged.append((message["params"]["level"], message["params"]["data"]))
+    assert message["id"] == 2
+    assert message["result"]["content"][0]["text"] == "Tool with logging executed successfully"
+    assert logged == [
+        ("info", "Tool execution started"),
+        ("info", "Tool processing data"),
+        ("info", "Tool execution completed"),
+    ]
+    assert (await raw.request(rpc("logging/setLevel", {"level": "warning"}, 3)))["result"] == {}
+    quiet = len(raw.lines)
+    await raw.request(call(4, "test_tool_with_logging"))
+    assert len(raw.lines) == quiet + 1  # below the level: the response alone
+
+    await raw.send(call(5, "test_sampling", prompt="What is 2 + 2?"))
+    sampling = await raw.receive()
+    assert sampling["method"] == "sampling/createMessage"
+    assert sampling["params"]["messages"][0]["content"]["text"] == "What is 2 + 2?"
+    sampled = {"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "m"}
+    await raw.send({"jsonrpc": "2.0", "id": sampling["id"], "result": sampled})
+    answer = await raw.response_to(5)
+    assert answer["result"]["content"][0]["text"] == "LLM response: 4"
+    assert await raw.finish() == 0
+
+
+async def test_startup_output_goes_to_stderr_and_stdin_reads_as_empty(start: Any) -> None:
+    """README: output still buffered when the command starts (Python not unbuffered) is moved to stderr;
+    stdin is kept for the protocol and handlers reading fd 0 get end of file (/dev/null)."""
+    raw: RawStdio = await start("--server", "tests.stdio_noise.server", env={"PYTHONUNBUFFERED": None})
+    await raw.initialize()  # the first line on stdout is the protocol's: the print went elsewhere
+    probe = await raw.request(call(1, "stdio_read_stdin"))
+    assert probe["result"]["structuredContent"] == {"result": ""}
+    assert (await raw.request(rpc("ping", None, 2)))["result"] == {}  # the protocol input is intact
+    assert await raw.finish() == 0
+    assert len(raw.lines) == 3
+    assert "stdio_noise: printed while importing" in raw.stderr()
+
+
 # -- options --------------------------------------------------------------------------------------------
 
 
@@ -368,11 +581,19 @@ async def test_server_option_picks_a_server_by_name_or_path(start: Any, spec: st
     assert await raw.finish() == 0
 
 
-async def test_unknown_server_is_an_error_on_stderr(start: Any) -> None:
-    raw: RawStdio = await start("--server", "nope")
-    assert await raw.finish() != 0
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("nope", "no MCP server named 'nope' (known: "),
+        ("tests.nowhere.server", "cannot import 'tests.nowhere.server'"),
+        ("tests.stdioapp.mcp.logger", "'tests.stdioapp.mcp.logger' is a Logger, not an MCPServer"),
+    ],
+)
+async def test_a_bad_server_option_is_an_error_on_stderr(start: Any, spec: str, message: str) -> None:
+    raw: RawStdio = await start("--server", spec)
+    assert await raw.finish() == 1
     assert raw.lines == []
-    assert "no MCP server named 'nope'" in raw.stderr()
+    assert f"CommandError: {message}" in raw.stderr()
 
 
 @pytest.fixture
@@ -404,12 +625,80 @@ async def test_user_option_applies_that_users_permissions(start: Any, database: 
 
 async def test_unknown_user_is_an_error(start: Any) -> None:
     raw: RawStdio = await start("--user", "nobody")
-    assert await raw.finish() != 0
+    assert await raw.finish() == 1
     assert raw.lines == []
-    assert "no user named 'nobody'" in raw.stderr()
+    assert "CommandError: no user named 'nobody'" in raw.stderr()
 
 
-# -- other processes (Redis channel layer) ---------------------------------------------------------------
+@pytest.fixture
+def carol(database: Path) -> str:
+    """An inactive user in the test database."""
+    create = "from django.contrib.auth.models import User; User.objects.create_user('carol', is_active=False)"
+    subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", create],
+        cwd=ROOT,
+        env=stdio_env(database),
+        check=True,
+        capture_output=True,
+    )
+    return "carol"
+
+
+async def test_inactive_user_is_an_error(start: Any, carol: str) -> None:
+    raw: RawStdio = await start("--user", carol)
+    assert await raw.finish() == 1
+    assert raw.lines == []
+    assert "CommandError: user 'carol' is inactive" in raw.stderr()
+
+
+# -- other processes ----------------------------------------------------------------------------------------
+
+END_SESSION = """
+from asgiref.sync import async_to_sync
+from mcp_server.sessions import aend_session
+
+async_to_sync(aend_session)({session!r}, "ended by an operator")
+"""
+
+
+async def test_without_a_shared_layer_a_session_ended_elsewhere_answers_when_the_handler_returns(
+    start: Any, database: Path
+) -> None:
+    """README: with the in-memory channel layer, a request closed in another process gets the ledger's
+    answer when its handler returns, and the process serves on until its input ends."""
+    raw: RawStdio = await start()
+    await raw.initialize(capabilities={"elicitation": {}})
+    await raw.send(call(2, "test_elicitation", message="Who are you?"))
+    elicitation = await raw.receive()  # the handler waits for the answer
+    [(session,)] = rows(database, "select id from mcp_server_session")
+    operator = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "manage.py",
+        "shell",
+        "-c",
+        END_SESSION.format(session=session),
+        cwd=ROOT,
+        env=stdio_env(database),
+    )
+    assert await asyncio.wait_for(operator.wait(), TIMEOUT) == 0
+    assert rows(database, "select state from mcp_server_ledgerentry where request_key = 'i:2'") == [
+        ("closed",)
+    ]
+    await raw.request(rpc("ping", None, 3))
+    assert raw.answers_to(2) == []  # the signal did not cross processes: nothing yet
+
+    accepted = {"action": "accept", "content": {"username": "ada", "email": "ada@example.com"}}
+    await raw.send({"jsonrpc": "2.0", "id": elicitation["id"], "result": accepted})
+    closed = await raw.response_to(2)
+    assert closed["error"] == {"code": -32000, "message": "Connection closed: ended by an operator"}
+    served_on = await raw.request(call(4, "echo", text="still serving"))
+    assert served_on["result"]["content"] == [{"type": "text", "text": "still serving"}]
+    assert await raw.finish() == 0
+    assert raw.answers_to(2) == [closed]
+    assert rows(database, "select end_reason from mcp_server_session") == [("ended by an operator",)]
+
+
+# -- Redis channel layer ---------------------------------------------------------------
 
 OPERATOR = """
 from asgiref.sync import async_to_sync
@@ -432,17 +721,10 @@ def redis_prefix() -> Iterator[str]:
         yield prefix
 
 
-async def test_another_process_reaches_the_stdio_session(
-    database: Path, tmp_path: Path, redis_prefix: str
-) -> None:
+async def test_another_process_reaches_the_stdio_session(database: Path, redis_prefix: str) -> None:
     """A notification and the session's end, decided in another process, arrive over the channel layer."""
     env = {**stdio_env(database), "REDIS_URL": TEST_REDIS_URL, "MCP_TEST_REDIS_PREFIX": redis_prefix}
-    stderr_path = tmp_path / "stderr.txt"
-    with stderr_path.open("wb") as stderr:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, *COMMAND, cwd=ROOT, env=env, stdin=PIPE, stdout=PIPE, stderr=stderr
-        )
-    raw = RawStdio(process, stderr_path)
+    raw = await spawn(env)
     try:
         await raw.initialize()
         await raw.send(call(2, "slow", seconds=600))
@@ -454,9 +736,7 @@ async def test_another_process_reaches_the_stdio_session(
         assert await asyncio.wait_for(operator.wait(), TIMEOUT) == 0
         assert await raw.finish(close_stdin=False) == 0  # the session ended: the server stops by itself
     finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        await raw.stop()
     assert {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"} in raw.messages
     [closed] = [m for m in raw.messages if m.get("id") == 2]
     assert closed["error"] == {"code": -32000, "message": "Connection closed: ended by an operator"}

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -15,7 +16,13 @@ from django.utils import timezone
 from mcp_server.models import Session
 from mcp_server.registry.server import MCPServer
 from mcp_server.transports.signals import session_group
-from mcp_server.updates import anotify_list_changed, anotify_resource_updated, watch_registry
+from mcp_server.updates import (
+    anotify_list_changed,
+    anotify_resource_updated,
+    notify_list_changed,
+    notify_resource_updated,
+    watch_registry,
+)
 from tests.live import LiveServer
 
 WATCHED = "test://watched-resource"
@@ -66,51 +73,65 @@ class _Session:
         result: dict[str, Any] = final[0]["result"]
         return result
 
-    async def stream(self) -> AsyncGenerator[dict[str, Any], None]:
-        """The standalone GET stream's messages (the generator starts once the stream is open)."""
+    @contextlib.asynccontextmanager
+    async def stream(self) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+        """The standalone GET stream's messages, once the server has joined it to the session's group.
+
+        The server writes the comment ``: stream open`` right after ``group_add``: reading it is the proof
+        that a notification sent from now on reaches this stream.
+        """
         headers = {**self.headers, "Accept": "text/event-stream"}
         async with self.client.stream("GET", self.url, headers=headers) as response:
             assert response.status_code == 200
-            data: list[str] = []
-            async for line in response.aiter_lines():
-                if line.startswith("data:"):
-                    data.append(line[5:].lstrip())
-                elif not line and data:
-                    yield json.loads("\n".join(data))
-                    data = []
+            lines = response.aiter_lines()
+            assert await asyncio.wait_for(anext(lines), 5.0) == ": stream open"
+            yield _events(lines)
+
+
+async def _events(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
+    data: list[str] = []
+    async for line in lines:
+        if line.startswith("data:"):
+            data.append(line[5:].lstrip())
+        elif not line and data:
+            yield json.loads("\n".join(data))
+            data = []
 
 
 async def _next_message(stream: AsyncIterator[dict[str, Any]]) -> dict[str, Any]:
     return await asyncio.wait_for(anext(stream), 5.0)
 
 
-async def test_resource_updated_reaches_only_subscribers(live_server: LiveServer) -> None:
+@pytest.fixture(scope="module")
+def own_server(start: Callable[..., LiveServer]) -> LiveServer:
+    """A server of this module's own: sessions of other tests may subscribe to the same URI elsewhere."""
+    return start({})
+
+
+async def test_resource_updated_reaches_only_subscribers(own_server: LiveServer) -> None:
     async with httpx.AsyncClient(timeout=10) as client:
-        watcher, bystander = _Session(client, live_server.url), _Session(client, live_server.url)
+        watcher, bystander = _Session(client, own_server.url), _Session(client, own_server.url)
         await watcher.open()
         await bystander.open()
         assert await watcher.call("resources/subscribe", {"uri": WATCHED}) == {}
-        stream = watcher.stream()
-        reader = asyncio.ensure_future(_next_message(stream))
-        await asyncio.sleep(0.3)  # let the GET stream join its group
-        told = await bystander.call(
-            "tools/call", {"name": "update_watched_resource", "arguments": {"text": "v2"}}
-        )
-        assert "notified 1 subscribed session(s)" in told["content"][0]["text"]
-        message = await reader
-        assert message == {
-            "jsonrpc": "2.0",
-            "method": "notifications/resources/updated",
-            "params": {"uri": WATCHED},
-        }
-        read = await watcher.call("resources/read", {"uri": WATCHED})
-        assert read["contents"][0]["text"] == "v2"
-        assert await watcher.call("resources/unsubscribe", {"uri": WATCHED}) == {}
-        told = await bystander.call(
-            "tools/call", {"name": "update_watched_resource", "arguments": {"text": "v3"}}
-        )
-        assert "notified 0 subscribed session(s)" in told["content"][0]["text"]
-        await stream.aclose()
+        async with watcher.stream() as stream:
+            told = await bystander.call(
+                "tools/call", {"name": "update_watched_resource", "arguments": {"text": "v2"}}
+            )
+            assert "notified 1 subscribed session(s)" in told["content"][0]["text"]
+            message = await _next_message(stream)
+            assert message == {
+                "jsonrpc": "2.0",
+                "method": "notifications/resources/updated",
+                "params": {"uri": WATCHED},
+            }
+            read = await watcher.call("resources/read", {"uri": WATCHED})
+            assert read["contents"][0]["text"] == "v2"
+            assert await watcher.call("resources/unsubscribe", {"uri": WATCHED}) == {}
+            told = await bystander.call(
+                "tools/call", {"name": "update_watched_resource", "arguments": {"text": "v3"}}
+            )
+            assert "notified 0 subscribed session(s)" in told["content"][0]["text"]
 
 
 async def _session_row(
@@ -145,6 +166,20 @@ async def test_resource_updated_skips_ended_and_unsubscribed_sessions() -> None:
     assert event["message"]["params"] == {"uri": "test://a"}
 
 
+SENTINEL = {"type": "test.sentinel"}
+
+
+async def _next_after_everything_sent(layer: Any, channel: str, session_id: str) -> dict[str, Any]:
+    """The next event on ``channel``, after a sentinel sent to the session's group now.
+
+    Call it once every notification that could still arrive has been sent: a duplicate would then come
+    before the sentinel, so receiving the sentinel proves that nothing more was sent.
+    """
+    await layer.group_send(session_group(session_id), SENTINEL)
+    event: dict[str, Any] = await asyncio.wait_for(layer.receive(channel), 2)
+    return event
+
+
 @pytest.mark.django_db(transaction=True)
 async def test_list_changed_when_the_registry_changes_at_run_time() -> None:
     server = MCPServer("updates-test")
@@ -161,7 +196,90 @@ async def test_list_changed_when_the_registry_changes_at_run_time() -> None:
 
     event = await asyncio.wait_for(layer.receive(channel), 2)
     assert event["message"] == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
-    with pytest.raises(asyncio.TimeoutError):
-        await asyncio.wait_for(layer.receive(channel), 0.2)
+    # Inside an event loop the listener sends from background tasks: once they are all done, everything
+    # this registration caused has been sent.
+    await asyncio.gather(*server.notifying)
+    assert await _next_after_everything_sent(layer, channel, "watching") == SENTINEL
     with pytest.raises(ValueError, match="unknown feature"):
         await anotify_list_changed("roots", server)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_list_changed_from_synchronous_code_is_sent_before_the_call_returns() -> None:
+    """Outside an event loop (a view, a management command) registering or removing sends at once."""
+    server = MCPServer("updates-sync")
+    watch_registry(server)
+    await _session_row("sync-watching", server.name)
+    layer, channel = await _listen("sync-watching")
+
+    def change_registry() -> None:
+        @server.prompt
+        def greeting() -> str:
+            return "hello"
+
+        server.remove_prompt("greeting")
+
+    await asyncio.to_thread(change_registry)
+    prompts_changed = {"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"}
+    for _ in ("registered", "removed"):
+        event = await asyncio.wait_for(layer.receive(channel), 2)
+        assert event["message"] == prompts_changed
+    assert await _next_after_everything_sent(layer, channel, "sync-watching") == SENTINEL
+    assert "greeting" not in server.prompts
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_changes_before_the_app_registry_is_ready_are_not_sent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While ``mcp.py`` modules are imported no session can exist: the listener sends nothing then."""
+    from django.apps import apps
+
+    server = MCPServer("updates-early")
+    watch_registry(server)
+    await _session_row("early", server.name)
+    layer, channel = await _listen("early")
+    monkeypatch.setattr(apps, "ready", False)
+
+    def register() -> None:  # the synchronous path would send before returning
+        @server.resource("test://early")
+        def early() -> str:
+            return "early"
+
+    await asyncio.to_thread(register)
+    monkeypatch.setattr(apps, "ready", True)
+    assert "test://early" in server.resources
+    assert await _next_after_everything_sent(layer, channel, "early") == SENTINEL
+
+
+async def test_a_failed_list_changed_is_logged_and_the_registration_stands(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """No database here (pytest-django refuses access): sending fails, registering still succeeds."""
+    server = MCPServer("updates-failing")
+    watch_registry(server)
+
+    def register() -> None:
+        @server.tool
+        def unlucky() -> str:
+            return "registered anyway"
+
+    with caplog.at_level("ERROR", logger="mcp_server.updates"):
+        await asyncio.to_thread(register)
+    assert "unlucky" in server.tools
+    assert [r.getMessage() for r in caplog.records] == ["could not send tools list_changed"]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_synchronous_resource_updated_reaches_the_subscriber() -> None:
+    await _session_row("sync-subscribed", "default", uris=["test://sync"])
+    await _session_row("sync-unsubscribed", "default", uris=[])
+    layer, channel = await _listen("sync-subscribed")
+    assert await asyncio.to_thread(notify_resource_updated, "test://sync") == 1
+    event = await asyncio.wait_for(layer.receive(channel), 2)
+    assert event["message"] == {
+        "jsonrpc": "2.0",
+        "method": "notifications/resources/updated",
+        "params": {"uri": "test://sync"},
+    }
+    assert await asyncio.to_thread(notify_list_changed, "resources") == 2
+    event = await asyncio.wait_for(layer.receive(channel), 2)
+    assert event["message"] == {"jsonrpc": "2.0", "method": "notifications/resources/list_changed"}

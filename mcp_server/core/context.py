@@ -68,9 +68,9 @@ class Context:
 
     @property
     def progress_token(self) -> str | int | None:
-        """The client's ``progressToken``, when it asked for progress."""
+        """The client's ``progressToken`` (a string or an integer, not a bool), if it asked for progress."""
         token = self.meta.get("progressToken")
-        return token if isinstance(token, str | int) else None
+        return token if isinstance(token, str | int) and not isinstance(token, bool) else None
 
     async def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None

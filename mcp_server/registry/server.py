@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
@@ -64,6 +65,8 @@ class MCPServer:
         self.completions: dict[str, Callable[..., Any]] = {}
         self._listeners: list[ChangeListener] = []
         self.watched = False
+        self.notifying: set[asyncio.Task[int]] = set()
+        """The background tasks sending this server's ``list_changed`` notifications right now."""
         """Whether run-time changes are announced to sessions (see ``mcp_server.updates.watch_registry``)."""
 
     def __repr__(self) -> str:

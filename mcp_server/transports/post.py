@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..conf import mcp_settings
 from ..protocol.serving import answer_initialize
-from ..wire.errors import JSONRPCError
+from ..wire.errors import INVALID_REQUEST, JSONRPCError
 from ..wire.jsonrpc import (
     IncomingMessage,
     JSONRPCRequest,
@@ -50,16 +50,32 @@ def parse_post(
     messages: list[IncomingMessage | dict[str, Any]] = []
     for item in items:
         try:
-            messages.append(parse_message(item))
+            messages.append(_parse_member(item))
         except JSONRPCError as exc:
             if not is_batch:
                 raise HTTPProblem(400, exc.message, code=exc.code) from exc
             item_id = item.get("id") if isinstance(item, dict) else None
-            messages.append(error_response(item_id if isinstance(item_id, str | int) else None, exc))
+            messages.append(error_response(item_id if _usable_id(item_id) else None, exc))
     initialize = [m for m in messages if isinstance(m, JSONRPCRequest) and m.method == "initialize"]
     if initialize and (is_batch or len(messages) > 1):
         raise HTTPProblem(400, "Invalid Request: initialize must be sent on its own, not in a batch")
     return messages, is_batch, initialize[0] if initialize else None
+
+
+def _usable_id(value: Any) -> bool:
+    return isinstance(value, str | int) and not isinstance(value, bool)
+
+
+def _parse_member(item: Any) -> IncomingMessage:
+    """:func:`parse_message`, refusing a request whose id is neither a string nor an integer.
+
+    Such a message would otherwise validate as a notification (the envelope models ignore the ``id``)
+    and never be answered.
+    """
+    request_id = item.get("id") if isinstance(item, dict) and "method" in item else None
+    if request_id is not None and not _usable_id(request_id):
+        raise JSONRPCError(INVALID_REQUEST, "Invalid request: a request id must be a string or an integer")
+    return parse_message(item)
 
 
 async def serve_initialize(

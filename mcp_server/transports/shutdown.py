@@ -1,14 +1,25 @@
-"""Graceful shutdown: on SIGTERM (Daphne) or ASGI lifespan shutdown, answer every in-flight request.
+"""Graceful shutdown: on SIGTERM or SIGINT (Daphne, Uvicorn) or ASGI lifespan shutdown, answer every
+in-flight request.
 
 Each request the worker holds is settled with -32000 "Connection closed: server shutting down", every open
-response is finished, the ledger is flushed, and the worker waits for that at most ``SHUTDOWN_GRACE``
-seconds (see :meth:`~mcp_server.runtime.Runtime.ashutdown`).
+response is finished, the ledger's last batch is written, and the worker waits for that at most
+``SHUTDOWN_GRACE`` seconds (see :meth:`~mcp_server.runtime.Runtime.ashutdown`).
+
+Uvicorn sends lifespan shutdown only once every open response is complete: a slow request, or a GET
+stream a client keeps open, would hold its exit for as long as they last. So under a server that stops
+gracefully on its own signal handler, the shutdown starts when the signal arrives (the server's handler
+still runs, after ours has scheduled the shutdown).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
+import signal
 import sys
+import threading
+from types import FrameType
 from typing import Any, cast
 
 from ..runtime import Runtime, get_runtime
@@ -17,10 +28,19 @@ __all__ = ["LifespanApp", "install_shutdown_hooks"]
 
 
 def install_shutdown_hooks(runtime: Runtime) -> None:
-    """Under Daphne (Twisted), run the runtime's shutdown before the reactor kills the applications."""
-    if runtime._twisted_hook or "twisted.internet.reactor" not in sys.modules:
+    """Run the runtime's shutdown as soon as the server starts stopping (call it from the server's loop).
+
+    Under Daphne (the Twisted reactor runs), before the reactor kills the applications; under a server
+    that handles SIGTERM and SIGINT with handlers of its own (Uvicorn), when the signal arrives.
+    """
+    if runtime.shutdown_hooked:
         return
-    runtime._twisted_hook = True
+    # The ``daphne`` app imports the reactor whatever the server, so its presence proves nothing.
+    twisted = sys.modules.get("twisted.internet.reactor")
+    if twisted is None or not getattr(twisted, "running", False):
+        runtime.shutdown_hooked = _chain_signal_handlers(runtime)
+        return
+    runtime.shutdown_hooked = True
     from twisted.internet import defer, reactor
 
     def before_shutdown() -> Any:
@@ -30,8 +50,35 @@ def install_shutdown_hooks(runtime: Runtime) -> None:
     cast(Any, reactor).addSystemEventTrigger("before", "shutdown", before_shutdown)
 
 
+def _chain_signal_handlers(runtime: Runtime) -> bool:
+    """Put a handler that starts the shutdown in front of the server's own SIGTERM and SIGINT ones.
+
+    Only where the server installed Python handlers (a default or ignored signal stops nothing gracefully),
+    from the main thread and the running loop. ``False`` when that is not where we are.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    if threading.current_thread() is not threading.main_thread():
+        return True  # signal handlers cannot be set from here: lifespan shutdown remains
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        previous = signal.getsignal(signum)
+        if callable(previous) and previous is not signal.default_int_handler:
+            signal.signal(signum, functools.partial(_on_signal, runtime, loop, previous))
+    return True
+
+
+def _on_signal(
+    runtime: Runtime, loop: asyncio.AbstractEventLoop, previous: Any, signum: int, frame: FrameType | None
+) -> None:
+    with contextlib.suppress(RuntimeError):  # the loop is closed: nothing is left to answer
+        loop.call_soon_threadsafe(runtime.start_shutdown)
+    previous(signum, frame)
+
+
 class LifespanApp:
-    """ASGI lifespan: start the runtime at startup; its graceful shutdown at shutdown."""
+    """ASGI lifespan: the runtime starts (signals hooked) at startup and shuts down gracefully at the end."""
 
     def __init__(self, runtime: Runtime | None = None) -> None:
         self.runtime = runtime
@@ -42,6 +89,7 @@ class LifespanApp:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 await runtime.start()
+                install_shutdown_hooks(runtime)  # the server's signal handlers are in place by now
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await runtime.ashutdown()

@@ -2,8 +2,9 @@
 
 A thread reads the input and hands complete lines to the event loop; each request is recorded in the
 ledger and served in its own task under the reply guarantee (as over HTTP); a single writer puts one
-compact JSON message per line on the output. End of input, or :meth:`StdioSession.stop` (SIGTERM),
-lets in-flight requests finish for ``SHUTDOWN_GRACE`` seconds, then answers the rest with -32000.
+compact JSON message per line on the output. End of input, :meth:`StdioSession.stop` (SIGTERM), or an
+output nobody reads any more (a write fails), lets in-flight requests finish for ``SHUTDOWN_GRACE``
+seconds, then answers the rest with -32000.
 
 The process's runtime carries what other processes send: an operator's abort, server-initiated
 notifications (``list_changed``, ``resources/updated``, routed to this session's stream), and the session's
@@ -17,6 +18,7 @@ import enum
 import logging
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
@@ -102,11 +104,15 @@ def read_lines(fd: int, loop: asyncio.AbstractEventLoop, limit: int) -> asyncio.
 
 
 class LineWriter:
-    """Writes one compact JSON message per line, one message at a time, off the event loop."""
+    """Writes one compact JSON message per line, one message at a time, off the event loop.
 
-    def __init__(self, output: IO[bytes]) -> None:
+    The first write that fails calls ``on_broken`` (the session then winds down: nobody hears it).
+    """
+
+    def __init__(self, output: IO[bytes], on_broken: Callable[[], None] | None = None) -> None:
         self.output = output
         self.broken = False
+        self._on_broken = on_broken
         self._lock = asyncio.Lock()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-stdout")
 
@@ -121,6 +127,8 @@ class LineWriter:
             except (OSError, ValueError) as exc:
                 self.broken = True
                 logger.warning("the protocol output is gone (%s); further messages are dropped", exc)
+                if self._on_broken is not None:
+                    self._on_broken()
                 return False
         return True
 
@@ -166,7 +174,7 @@ class StdioSession:
         self.input_fd = input_fd
         self.user = user
         self.grace = grace
-        self.writer = LineWriter(output)
+        self.writer = LineWriter(output, on_broken=self._output_gone)
         self.state: SessionState | None = None
         self.open: set[PendingRequest] = set()
         self.stop_reason: str | None = None
@@ -184,8 +192,16 @@ class StdioSession:
         self.stop_reason = reason
         self._stopping.set()
 
+    def _output_gone(self) -> None:
+        """Nobody reads the output any more: wind down as at the end of input (unless already stopping)."""
+        if not self._stopping.is_set():
+            self.stop("stdout closed")
+
     async def run(self) -> str:
-        """Serve until end of input or :meth:`stop`; every request is settled on return. Returns why."""
+        """Serve until end of input, :meth:`stop` or a closed output; returns why it stopped.
+
+        Every request is settled on return.
+        """
         await self.runtime.start()
         lines = read_lines(self.input_fd, asyncio.get_running_loop(), int(mcp_settings.MAX_REQUEST_BYTES))
         try:

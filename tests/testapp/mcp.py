@@ -117,3 +117,128 @@ async def raw_notify(params: dict[str, Any]) -> dict[str, Any]:
 
 # The test site also serves the conformance fixtures at /mcp, so that live-server tests can use them there.
 mcp.include(conformance)
+
+
+# -- feature fixtures (tests/test_features.py) ------------------------------------------------------
+
+from mcp_server import JSONRPCError  # noqa: E402
+from mcp_server.core.context import LOG_LEVELS  # noqa: E402
+
+FEATURE_ELICIT_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+FEATURE_COLOURS = [f"colour-{n:03d}" for n in range(150)]
+
+
+@mcp.tool
+async def feature_elicit(message: str, ctx: Context) -> dict[str, Any]:
+    """Elicit a name: the client's answer, or the error it answered with, exactly as the tool saw it."""
+    try:
+        return {"answer": await ctx.elicit(message, FEATURE_ELICIT_SCHEMA)}
+    except JSONRPCError as exc:
+        return {"error": exc.to_error()}
+
+
+@mcp.tool
+async def feature_sample(prompt: str, ctx: Context) -> dict[str, Any]:
+    """Sample with a system prompt and an extra field: the client's result or error, as the tool saw it."""
+    try:
+        result = await ctx.sample(prompt, max_tokens=42, system_prompt="Be brief.", temperature=0.25)
+        return {"answer": result}
+    except JSONRPCError as exc:
+        return {"error": exc.to_error()}
+
+
+@mcp.tool
+async def feature_roots(ctx: Context) -> dict[str, Any]:
+    """The client's roots, or the error it answered ``roots/list`` with."""
+    try:
+        return {"roots": await ctx.list_roots()}
+    except JSONRPCError as exc:
+        return {"error": exc.to_error()}
+
+
+@mcp.tool
+async def feature_log(ctx: Context) -> str:
+    """One message per level (logger ``features``), one through each shortcut (no logger), an end mark."""
+    for level in LOG_LEVELS:
+        await ctx.log(level, {"level": level}, logger="features")
+    await ctx.debug("via debug")
+    await ctx.info("via info")
+    await ctx.warning("via warning")
+    await ctx.error("via error")
+    await ctx.log("emergency", "end", logger="features.end")  # the last message: tests wait for it
+    return "logged"
+
+
+@mcp.prompt
+async def feature_palette(colour: str, shade: str = "") -> str:
+    """A prompt whose ``colour`` argument has many completions and ``shade`` a ready-made ``Completion``."""
+    return f"{colour} {shade}"
+
+
+@mcp.completion(prompt="feature_palette")
+async def complete_feature_palette(argument: str, value: str, context: dict[str, str]) -> Any:
+    """``colour``: the colours starting with ``value``; ``shade``: a Completion dict naming the context."""
+    if argument == "shade":
+        return {"values": [f"{context.get('colour', '?')}-{value}light"], "total": 7, "hasMore": True}
+    return [c for c in FEATURE_COLOURS if c.startswith(value)]
+
+
+# -- race gates (tests/test_multiprocess_races.py) -------------------------------------------------------
+
+import json as _race_json  # noqa: E402
+import os as _race_os  # noqa: E402
+from functools import cache as _race_cache  # noqa: E402
+
+RACE_GATE_WAIT = 60.0
+"""How long a gated handler waits for its gate before it gives up (its test has failed long before)."""
+
+
+@_race_cache
+def _race_redis() -> Any:
+    """This worker's own Redis client for the gates: no read timeout, since it blocks on ``BLPOP``."""
+    import redis
+    from django.conf import settings
+
+    url = getattr(settings, "REDIS_URL", None)
+    if not url:
+        raise RuntimeError("race gates need Redis (REDIS_URL)")
+    return redis.Redis.from_url(url, socket_timeout=None)
+
+
+def _race_key(kind: str, gate: str) -> str:
+    """The Redis list ``race:<kind>:<gate>`` under the site's cache prefix (``KEY_PREFIX:1:...``)."""
+    from django.core.cache import caches
+
+    return str(caches["default"].make_key(f"race:{kind}:{gate}"))
+
+
+def _race_gate(gate: str, ctx: Context) -> str:
+    """Report the start, block this worker thread until the test opens ``gate``, report the end."""
+    client = _race_redis()
+    entry = getattr(ctx.peer, "entry", None)
+    started = {"pid": _race_os.getpid(), "pk": entry.record.pk if entry is not None else None}
+    client.rpush(_race_key("started", gate), _race_json.dumps(started))
+    client.expire(_race_key("started", gate), 600)
+    opened = client.blpop([_race_key("gate", gate)], timeout=RACE_GATE_WAIT)
+    result = f"gate {gate} opened" if opened is not None else f"gate {gate} never opened"
+    client.rpush(_race_key("done", gate), result)
+    client.expire(_race_key("done", gate), 600)
+    return result
+
+
+@mcp.tool
+def race_gate(gate: str, ctx: Context) -> str:
+    """Block a worker thread until the test opens ``gate`` (an ``RPUSH`` on ``race:gate:<gate>``).
+
+    A thread is not stopped by a cancel, a session end or an abort: the handler runs on and finishes after
+    whoever settled the request first. It pushes ``{"pid", "pk"}`` (this worker, the request's ledger key)
+    on ``race:started:<gate>`` when it starts and its result on ``race:done:<gate>`` when it ends, so the
+    test waits on real events (``BLPOP``) rather than on time.
+    """
+    return _race_gate(gate, ctx)
+
+
+@mcp.tool(timeout=1.0)
+def race_gate_deadline(gate: str, ctx: Context) -> str:
+    """``race_gate`` with a 1 s deadline: the thread outlives it, and its late result must be dropped."""
+    return _race_gate(gate, ctx)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from mcp_server.conf import mcp_settings
@@ -29,6 +30,8 @@ class Command(BaseCommand):
         retention = options["older_than"]
         if retention is None:
             retention = float(mcp_settings.LEDGER_RETENTION)
+        elif not math.isfinite(retention) or retention < 0:
+            raise CommandError("--older-than must be a number of seconds, 0 or more")
         counts = async_to_sync(self._run)(float(retention))
         self.stdout.write(
             f"pruned {counts['pruned']} settled entries; settled {counts['orphans']} orphaned ones"

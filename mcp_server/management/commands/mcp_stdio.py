@@ -3,7 +3,8 @@
 stdout carries protocol messages only: before serving, file descriptor 1 is pointed at stderr (so
 ``print``, logging and child processes write there) and the protocol keeps a private copy of the real
 stdout; stdin is likewise kept for the protocol and replaced by ``/dev/null``. The process exits 0 once
-its input ends (or on SIGTERM / SIGINT) and every request is settled.
+its input ends (or on SIGTERM / SIGINT, or once a write to stdout fails because the client stopped
+reading it) and every request is settled.
 """
 
 from __future__ import annotations

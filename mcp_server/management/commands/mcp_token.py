@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
 from typing import Any
 
@@ -58,7 +59,12 @@ class Command(BaseCommand):
         except User.DoesNotExist as exc:
             raise CommandError(f"No user {options['username']!r}") from exc
         days = float(options["days"])
-        expires = timezone.now() + timedelta(days=days) if days > 0 else None
+        if not math.isfinite(days) or days < 0:
+            raise CommandError("--days must be 0 (never expires) or more")
+        try:
+            expires = timezone.now() + timedelta(days=days) if days > 0 else None
+        except OverflowError:
+            raise CommandError(f"--days {days:g} is too far in the future") from None
         token, plain = AccessToken.objects.create_token(
             user, options["name"], expires=expires, scopes=options["scope"]
         )

@@ -1,0 +1,340 @@
+"""System checks (``checks.py``, ``site_checks.py``): every ``mcp_server.E0xx`` / ``W0xx`` fires on a bad
+setting and stays silent on a good one, through Django's own check runner and ``manage.py check``."""
+
+from __future__ import annotations
+
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.core.checks import run_checks
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+from django.test import override_settings
+
+REDIS = "channels_redis.core.RedisChannelLayer"
+MEMORY = {"BACKEND": "channels.layers.InMemoryChannelLayer"}
+GOOD_MIDDLEWARE = "tests.testapp.middleware.count_calls"
+
+
+def mcp_messages(**overrides: Any) -> list[tuple[str, bool]]:
+    """``(id, is an error)`` of the ``mcp_server`` messages of a full check run with these settings."""
+    with override_settings(**overrides):
+        messages = run_checks()
+    return sorted((str(m.id), m.is_serious()) for m in messages if str(m.id).startswith("mcp_server."))
+
+
+def mcp_ids(**overrides: Any) -> list[str]:
+    found = mcp_messages(**overrides)
+    for check_id, serious in found:
+        assert serious == (check_id[len("mcp_server.")] == "E"), check_id  # E is an error, W a warning
+    return [check_id for check_id, _ in found]
+
+
+def with_mcp(**keys: Any) -> dict[str, Any]:
+    """The test site's ``MCP_SERVER`` with some keys changed."""
+    return {**settings.MCP_SERVER, **keys}
+
+
+def test_the_test_site_passes_every_check() -> None:
+    assert mcp_ids() == []
+    assert mcp_ids(DEBUG=False) == []
+
+
+# -- checks.py ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["json", 5, ["RESPONSE_MODE"], None])
+def test_e000_mcp_server_is_not_a_dict(value: Any) -> None:
+    assert mcp_ids(MCP_SERVER=value) == ["mcp_server.E000"]
+
+
+def test_e000_an_empty_dict_is_fine() -> None:
+    assert mcp_ids(MCP_SERVER={}) == []
+
+
+def test_e001_unknown_keys() -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(RESPONSE_MOD="json", PAGESIZE=2)) == ["mcp_server.E001"] * 2
+    with override_settings(MCP_SERVER=with_mcp(RESPONSE_MOD="json")):
+        (message,) = [m for m in run_checks() if m.id == "mcp_server.E001"]
+    assert message.msg == "MCP_SERVER has an unknown key 'RESPONSE_MOD'."
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [("stream", ["mcp_server.E002"]), ("JSON", ["mcp_server.E002"])]
+)
+def test_e002_response_mode(value: str, expected: list[str]) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(RESPONSE_MODE=value)) == expected
+
+
+@pytest.mark.parametrize("value", ["auto", "sse", "json"])
+def test_e002_silent_for_each_mode(value: str) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(RESPONSE_MODE=value)) == []
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"MCP_SERVER": with_mcp(CHANNEL_LAYER="elsewhere")},
+        {"MCP_SERVER": with_mcp(CHANNEL_LAYER=["default"])},
+        {"CHANNEL_LAYERS": {}},
+        {"CHANNEL_LAYERS": None},
+    ],
+)
+def test_e003_channel_layer_alias_missing(overrides: dict[str, Any]) -> None:
+    assert mcp_ids(**overrides) == ["mcp_server.E003"]
+
+
+def test_e003_silent_for_another_alias_that_exists() -> None:
+    layers = {"default": MEMORY, "mcp": MEMORY}
+    assert mcp_ids(CHANNEL_LAYERS=layers, MCP_SERVER=with_mcp(CHANNEL_LAYER="mcp")) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "count"),
+    [
+        (["no.such.middleware"], 1),
+        (["tests.testapp.middleware.no_such_factory"], 1),
+        ([GOOD_MIDDLEWARE, "nodots"], 1),
+        ([None, 3], 2),
+        (GOOD_MIDDLEWARE, 1),
+        (None, 1),
+    ],
+)
+def test_e004_middleware_that_cannot_be_imported(value: Any, count: int) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(MIDDLEWARE=value)) == ["mcp_server.E004"] * count
+
+
+@pytest.mark.parametrize(
+    "value", [[], [GOOD_MIDDLEWARE], (GOOD_MIDDLEWARE, "tests.testapp.middleware.misbehave")]
+)
+def test_e004_silent_for_importable_middleware(value: Any) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(MIDDLEWARE=value)) == []
+
+
+@pytest.mark.parametrize("key", ["REQUEST_TIMEOUT", "SESSION_IDLE_TIMEOUT"])
+@pytest.mark.parametrize("value", [0, -1, -0.5, "30", True, [30]])
+def test_e005_timeouts_must_be_positive_numbers(key: str, value: Any) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(**{key: value})) == ["mcp_server.E005"]
+
+
+@pytest.mark.parametrize("key", ["REQUEST_TIMEOUT", "SESSION_IDLE_TIMEOUT"])
+@pytest.mark.parametrize("value", [None, 0.5, 30, 3600.0])
+def test_e005_silent_for_positive_numbers_and_none(key: str, value: Any) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(**{key: value})) == []
+
+
+@pytest.mark.parametrize("key", ["MAX_REQUEST_BYTES", "PAGE_SIZE"])
+@pytest.mark.parametrize("value", [0, -1, 1.5, "100", True, None])
+def test_e006_sizes_must_be_positive_integers(key: str, value: Any) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(**{key: value})) == ["mcp_server.E006"]
+
+
+@pytest.mark.parametrize("key", ["MAX_REQUEST_BYTES", "PAGE_SIZE"])
+@pytest.mark.parametrize("value", [1, 100, 4 * 1024 * 1024])
+def test_e006_silent_for_positive_integers(key: str, value: int) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(**{key: value})) == []
+
+
+@pytest.mark.parametrize(
+    ("debug", "origins", "expected"),
+    [
+        (False, ["*"], ["mcp_server.W001"]),
+        (False, ["https://app.example", "*"], ["mcp_server.W001"]),
+        (True, ["*"], []),
+        (False, ["https://app.example"], []),
+        (False, [], []),
+    ],
+)
+def test_w001_any_origin_outside_debug(debug: bool, origins: list[str], expected: list[str]) -> None:
+    assert mcp_ids(DEBUG=debug, MCP_SERVER=with_mcp(ALLOWED_ORIGINS=origins)) == expected
+
+
+def redis_layer(config: dict[str, Any] | None) -> dict[str, Any]:
+    layer: dict[str, Any] = {"BACKEND": REDIS}
+    if config is not None:
+        layer["CONFIG"] = config
+    return layer
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"hosts": ["redis://127.0.0.1:6379"]},
+        {"hosts": [("127.0.0.1", 6379)]},
+        {"hosts": [{"address": "redis://127.0.0.1:6379"}]},
+        {"hosts": [{"address": "redis://a", "socket_timeout": None}, "redis://b"]},
+        {"hosts": []},
+        {},
+        None,
+    ],
+)
+def test_w002_redis_layer_without_socket_timeout(config: dict[str, Any] | None) -> None:
+    assert mcp_ids(CHANNEL_LAYERS={"default": redis_layer(config)}) == ["mcp_server.W002"]
+
+
+@pytest.mark.parametrize(
+    "layers",
+    [
+        {"default": redis_layer({"hosts": [{"address": "redis://127.0.0.1:6379", "socket_timeout": None}]})},
+        {"default": redis_layer({"hosts": [{"address": "redis://a", "socket_timeout": 30}]})},
+        {"default": MEMORY},
+        {"default": MEMORY, "unused": redis_layer(None)},  # W002 looks at the layer MCP uses only
+    ],
+)
+def test_w002_silent_with_socket_timeout_or_another_backend(layers: dict[str, Any]) -> None:
+    assert mcp_ids(CHANNEL_LAYERS=layers) == []
+
+
+def test_w002_follows_the_alias_mcp_uses() -> None:
+    layers = {"default": MEMORY, "mcp": redis_layer(None)}
+    assert mcp_ids(CHANNEL_LAYERS=layers, MCP_SERVER=with_mcp(CHANNEL_LAYER="mcp")) == ["mcp_server.W002"]
+
+
+def test_w002_is_silent_when_the_layer_is_not_a_dict() -> None:
+    assert mcp_ids(CHANNEL_LAYERS={"default": "redis://127.0.0.1"}) == []
+
+
+# -- site_checks.py ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "count"),
+    [
+        (["no.such.Authentication"], 1),
+        (["django.contrib.auth.models.User"], 1),
+        (["mcp_server.auth.tokens.TokenAuthentication", "mcp_server.auth.nothing.Here"], 1),
+        ("mcp_server.auth.tokens.TokenAuthentication", 1),
+        ([None], 1),
+    ],
+)
+def test_e007_authentication_classes(value: Any, count: int) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(AUTHENTICATION_CLASSES=value)) == ["mcp_server.E007"] * count
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_e007_silent_for_real_classes(value: bool) -> None:
+    classes = ["mcp_server.auth.session.SessionAuthentication", "mcp_server.auth.tokens.TokenAuthentication"]
+    assert mcp_ids(MCP_SERVER=with_mcp(AUTHENTICATION_CLASSES=classes, ALLOW_ANONYMOUS=value)) == []
+
+
+@pytest.mark.parametrize("value", ["no", 0, None])
+def test_e008_allow_anonymous_must_be_a_bool(value: Any) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(ALLOW_ANONYMOUS=value)) == ["mcp_server.E008"]
+
+
+@pytest.mark.parametrize(
+    "issuers",
+    [
+        ["issuer.example"],
+        ["http://issuer.example"],
+        ["ftp://issuer.example"],
+        ["https://issuer.example/?tenant=1"],
+        ["https://issuer.example/#top"],
+        ["https://"],
+        [42],
+        "https://issuer.example?tenant=1",
+    ],
+)
+def test_e009_authorization_servers_must_be_issuer_urls(issuers: Any) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(ALLOW_ANONYMOUS=False, OAUTH_AUTHORIZATION_SERVERS=issuers)) == [
+        "mcp_server.E009"
+    ]
+
+
+@pytest.mark.parametrize("value", [[], "{}", None])
+def test_e009_resource_metadata_must_be_a_dict(value: Any) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(OAUTH_RESOURCE_METADATA=value)) == ["mcp_server.E009"]
+
+
+@pytest.mark.parametrize(
+    "issuers",
+    [
+        ["https://issuer.example"],
+        ["https://issuer.example/tenant", "http://127.0.0.1:9000", "http://localhost", "http://[::1]:8000"],
+    ],
+)
+def test_e009_silent_for_issuer_urls(issuers: list[str]) -> None:
+    metadata = {"resource_name": "Books"}
+    overrides = with_mcp(
+        ALLOW_ANONYMOUS=False, OAUTH_AUTHORIZATION_SERVERS=issuers, OAUTH_RESOURCE_METADATA=metadata
+    )
+    assert mcp_ids(MCP_SERVER=overrides) == []
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        (None, ["mcp_server.W003"]),
+        ("", ["mcp_server.W003"]),
+        ("no.such.application", ["mcp_server.W003"]),
+        ("project.asgi.no_such_name", ["mcp_server.W003"]),
+        ("django.core.asgi.get_asgi_application", ["mcp_server.W003"]),
+        ("project.asgi.application", []),
+    ],
+)
+def test_w003_asgi_application_must_route_mcp(path: str | None, expected: list[str]) -> None:
+    assert mcp_ids(ASGI_APPLICATION=path) == expected
+
+
+@pytest.mark.parametrize(
+    ("anonymous", "classes", "expected"),
+    [
+        (False, [], ["mcp_server.W004"]),
+        (False, ["mcp_server.auth.tokens.TokenAuthentication"], []),
+        (True, [], []),
+    ],
+)
+def test_w004_nobody_can_connect(anonymous: bool, classes: list[str], expected: list[str]) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(ALLOW_ANONYMOUS=anonymous, AUTHENTICATION_CLASSES=classes)) == expected
+
+
+@pytest.mark.parametrize(
+    ("anonymous", "issuers", "expected"),
+    [
+        (True, ["https://issuer.example"], ["mcp_server.W005"]),
+        (False, ["https://issuer.example"], []),
+        (True, [], []),
+    ],
+)
+def test_w005_authorization_server_with_anonymous_access(
+    anonymous: bool, issuers: list[str], expected: list[str]
+) -> None:
+    overrides = with_mcp(ALLOW_ANONYMOUS=anonymous, OAUTH_AUTHORIZATION_SERVERS=issuers)
+    assert mcp_ids(MCP_SERVER=overrides) == expected
+
+
+def test_several_problems_are_reported_together() -> None:
+    overrides = with_mcp(RESPONSE_MODE="stream", PAGE_SIZE=0, ALLOW_ANONYMOUS="yes", ALLOWED_ORIGINS=["*"])
+    assert mcp_ids(DEBUG=False, MCP_SERVER=overrides) == [
+        "mcp_server.E002",
+        "mcp_server.E006",
+        "mcp_server.E008",
+        "mcp_server.W001",
+    ]
+
+
+# -- manage.py check -----------------------------------------------------------------------------------------
+
+
+def test_manage_py_check_fails_on_an_error_and_passes_on_the_test_site() -> None:
+    out = StringIO()
+    call_command("check", "--fail-level", "WARNING", stdout=out, stderr=StringIO())
+    assert "System check identified no issues" in out.getvalue()
+    with (
+        override_settings(MCP_SERVER=with_mcp(RESPONSE_MODE="stream")),
+        pytest.raises(SystemCheckError) as raised,
+    ):
+        call_command("check", stdout=StringIO(), stderr=StringIO())
+    assert "mcp_server.E002" in str(raised.value)
+
+
+def test_manage_py_check_fails_on_a_warning_only_at_warning_level() -> None:
+    with override_settings(DEBUG=False, MCP_SERVER=with_mcp(ALLOWED_ORIGINS=["*"])):
+        out, err = StringIO(), StringIO()
+        call_command("check", stdout=out, stderr=err)  # warnings alone do not fail by default
+        assert "mcp_server.W001" in out.getvalue() + err.getvalue()
+        with pytest.raises(SystemCheckError) as raised:
+            call_command("check", "--fail-level", "WARNING", stdout=StringIO(), stderr=StringIO())
+    assert "mcp_server.W001" in str(raised.value)

@@ -1,0 +1,638 @@
+"""I1, I5, I7, I8 under races: worker A serves a request, a competing settlement is decided through worker B.
+
+Two Daphne workers per ledger backend (the database ledger on PostgreSQL, the cache ledger on Redis) share
+one PostgreSQL database and one Redis namespace. The handler is ``race_gate`` (tests/testapp/mcp.py): a sync
+tool that blocks its worker thread until the test opens its gate with an ``RPUSH`` on Redis, and reports its
+start and its end on Redis lists the test waits on with ``BLPOP``. A thread is not stopped by a cancel, so
+the handler really does finish after the winner, at a moment the test chooses.
+
+- Order 1: the competing settlement (a cancel or a DELETE posted to B, an operator's abort on B's admin, the
+  deadline, the death of A) wins while the handler still runs; the client gets exactly the winner's reply
+  before the handler ends, and nothing more once it has ended.
+- Order 2: the handler's answer is delivered first; the competing action then changes nothing.
+- B decides, then stalls before telling A: A's handler, settling second, must deliver B's decision read
+  from the ledger (the loser path of ``InFlightTable.settle``), never its own result.
+- The same request id posted to A, then to B while it is pending: the ledger refuses it on B.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pickle
+import secrets
+import signal
+import time
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+import redis.asyncio as aioredis
+from psycopg.rows import dict_row
+
+from tests.admin_helpers import admin_client, create_superuser
+from tests.live import (
+    REDIS_URL,
+    LiveServer,
+    postgres_database,
+    redis_namespace,
+    services_problem,
+    start_server,
+)
+from tests.raw import content_type, messages_of, rpc
+from tests.test_multiprocess import (
+    BATCH_VERSION,
+    CACHE_LEDGER,
+    DB_LEDGER,
+    McpSession,
+    open_session,
+    request_key,
+    wait_for,
+)
+
+LEASE = 2.0
+"""``LEASE_TIMEOUT`` of every worker here: a killed worker's requests are settled within a few seconds."""
+REPLY_WITHIN = 10.0
+"""How long a reply may take once its outcome is decided (generous: the machine is shared)."""
+DEADLINE = 1.0
+"""The ``timeout`` of ``race_gate_deadline``."""
+CLOSED_BY_DELETE = "Connection closed: session terminated by the client"
+DEAD_WORKER = "Connection closed: the worker serving it stopped"
+ABORT_PATH = "/admin/mcp_server/ledgerentry/live/abort/"
+
+WINNERS: dict[str, tuple[str, dict[str, Any] | None]] = {
+    "cancel": ("cancelled", None),
+    "delete": ("closed", {"code": -32000, "message": CLOSED_BY_DELETE}),
+    "abort": ("aborted", {"code": -32003, "message": "Request aborted by an operator"}),
+    "deadline": ("timed_out", {"code": -32001, "message": f"Request timed out after {DEADLINE:g}s"}),
+}
+"""Each competing settlement: the ledger state it leaves, and its error reply (``None``: no reply)."""
+
+
+# -- services and servers -------------------------------------------------------------------------------
+
+
+@dataclass
+class Site:
+    """Two workers of one site: a JSON-mode and an SSE-mode one, each the other's "B"."""
+
+    backend: str
+    database: str
+    prefix: str
+    json_worker: LiveServer
+    sse_worker: LiveServer
+    directory: Path
+    env: dict[str, str]
+
+    @property
+    def uses_database_ledger(self) -> bool:
+        return self.backend == DB_LEDGER
+
+    def pair(self, mode: str) -> tuple[LiveServer, LiveServer]:
+        """``(A, B)``: A, in response mode ``mode``, serves the request; B settles it."""
+        if mode == "json":
+            return self.json_worker, self.sse_worker
+        return self.sse_worker, self.json_worker
+
+
+@pytest.fixture(scope="module")
+def sites(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Site]]:
+    """Four workers started in parallel (two per ledger backend) on a fresh database and Redis namespace."""
+    problem = services_problem()
+    if problem is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set and a service is missing: {problem}")
+        pytest.skip(problem)
+    directory: Path = tmp_path_factory.mktemp("races")
+    with postgres_database() as database, redis_namespace() as prefix:
+        env = {"DATABASE_URL": database, "REDIS_URL": REDIS_URL, "MCP_TEST_REDIS_PREFIX": prefix}
+        backends = {"db": DB_LEDGER, "cache": CACHE_LEDGER}
+        specs = {
+            f"{label}-{mode}": {"RESPONSE_MODE": mode, "LEDGER_BACKEND": backend, "LEASE_TIMEOUT": LEASE}
+            for label, backend in backends.items()
+            for mode in ("json", "sse")
+        }
+        started: dict[str, LiveServer] = {}
+        try:
+            with ThreadPoolExecutor(len(specs)) as pool:
+                futures = {
+                    name: pool.submit(start_server, directory, overrides, name=name, **env)
+                    for name, overrides in specs.items()
+                }
+                for name, future in futures.items():
+                    started[name] = future.result()
+            create_superuser(started["db-json"])  # one database: the admin of every worker knows this user
+            yield {
+                label: Site(
+                    backend=backend,
+                    database=database,
+                    prefix=prefix,
+                    json_worker=started[f"{label}-json"],
+                    sse_worker=started[f"{label}-sse"],
+                    directory=directory,
+                    env=env,
+                )
+                for label, backend in backends.items()
+            }
+        finally:
+            with ThreadPoolExecutor(len(specs)) as pool:
+                list(pool.map(LiveServer.stop, started.values()))
+
+
+@pytest.fixture(params=["db", "cache"])
+def site(request: pytest.FixtureRequest, sites: dict[str, Site]) -> Site:
+    return sites[request.param]
+
+
+@pytest.fixture(params=["json", "sse"])
+def mode(request: pytest.FixtureRequest) -> str:
+    """The response mode of worker A, which serves the request."""
+    return str(request.param)
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(timeout=httpx.Timeout(30.0)) as client:
+        yield client
+
+
+# -- gates: the handler runs until the test says so -----------------------------------------------------
+
+
+@dataclass
+class Gates:
+    """The test's side of ``race_gate``: Redis lists under the site's cache prefix."""
+
+    redis: aioredis.Redis
+    prefix: str
+    made: list[str] = field(default_factory=list)
+    opened: set[str] = field(default_factory=set)
+
+    def key(self, kind: str, gate: str) -> str:
+        return f"{self.prefix}:1:race:{kind}:{gate}"  # Django's cache key: KEY_PREFIX:VERSION:key
+
+    def new(self) -> str:
+        gate = secrets.token_hex(6)
+        self.made.append(gate)
+        return gate
+
+    async def _pop(self, kind: str, gate: str) -> bytes:
+        popped = await self.redis.blpop([self.key(kind, gate)], timeout=REPLY_WITHIN)
+        if popped is None:
+            pytest.fail(f"gate {gate}: no {kind!r} report within {REPLY_WITHIN}s")
+        return bytes(popped[1])
+
+    async def started(self, gate: str) -> dict[str, Any]:
+        """Wait until the gated handler runs; its ``{"pid", "pk"}`` (worker process, ledger key)."""
+        report: dict[str, Any] = json.loads(await self._pop("started", gate))
+        return report
+
+    async def open(self, gate: str) -> None:
+        self.opened.add(gate)
+        await self.redis.rpush(self.key("gate", gate), "open")
+
+    async def finished(self, gate: str) -> str:
+        """Wait until the gated handler has returned; what it returned."""
+        return (await self._pop("done", gate)).decode()
+
+    async def has_finished(self, gate: str) -> bool:
+        return bool(await self.redis.llen(self.key("done", gate)))
+
+    async def release_all(self) -> None:
+        """Open every gate the test left closed, so that no worker thread waits for long after a failure."""
+        for gate in self.made:
+            if gate not in self.opened:
+                await self.open(gate)
+
+
+@pytest.fixture
+async def gates(site: Site) -> AsyncIterator[Gates]:
+    client = aioredis.Redis.from_url(REDIS_URL, socket_timeout=None)
+    made = Gates(client, site.prefix)
+    try:
+        yield made
+    finally:
+        await made.release_all()
+        await client.aclose()
+
+
+def gated_call(gate: str, request_id: int | str, tool: str = "race_gate") -> dict[str, Any]:
+    return rpc("tools/call", {"name": tool, "arguments": {"gate": gate}}, request_id)
+
+
+def gate_answer(message: dict[str, Any]) -> tuple[int | str, str]:
+    """``(id, text)`` of a ``race_gate`` answer (whatever extra members the revision's result has)."""
+    assert set(message) == {"jsonrpc", "id", "result"}, message
+    assert not message["result"].get("isError"), message
+    [content] = message["result"]["content"]
+    return message["id"], str(content["text"])
+
+
+def gate_answers(response: httpx.Response) -> list[tuple[int | str, str]]:
+    return [gate_answer(m) for m in messages_of(response)]
+
+
+# -- the ledger, read directly ----------------------------------------------------------------------------
+
+
+@dataclass
+class Entry:
+    state: str
+    outcome: dict[str, Any] | None
+    deadline: datetime | None
+    settled_at: datetime | None
+
+
+def cache_value(raw: bytes) -> Any:
+    """A value as Django's Redis cache stores it: an int as digits, anything else pickled."""
+    try:
+        return int(raw)
+    except ValueError:
+        return pickle.loads(raw)  # written by our own workers, in this run's own namespace
+
+
+async def ledger_entry(site: Site, pk: int) -> Entry:
+    """The ledger's record ``pk``: a row in PostgreSQL, or the ``e:``/``s:`` keys in Redis."""
+    if site.uses_database_ledger:
+        async with await psycopg.AsyncConnection.connect(site.database, row_factory=dict_row) as db:
+            cursor = await db.execute(
+                "SELECT state, outcome, deadline, settled_at FROM mcp_server_ledgerentry WHERE id = %s", (pk,)
+            )
+            row = await cursor.fetchone()
+        assert row is not None, f"no ledger row {pk}"
+        return Entry(**row)
+    client = aioredis.Redis.from_url(REDIS_URL)
+    try:
+        stored, settled = await client.mget(
+            [f"{site.prefix}:1:mcp:ledger:e:{pk}", f"{site.prefix}:1:mcp:ledger:s:{pk}"]
+        )
+    finally:
+        await client.aclose()
+    assert stored is not None, f"no ledger record {pk}"
+    record = cache_value(stored)
+    state = record["state"]
+    if state == "pending" and settled is not None:
+        state = cache_value(settled)
+    return Entry(state, record["outcome"], record["deadline"], record["settled_at"])
+
+
+def outcome_of(error: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if error is None else {"error": error}
+
+
+async def stats_pending(session: McpSession, worker: LiveServer) -> list[int | str]:
+    """Ids of the session that ``worker`` holds in its own memory (a later request it answered)."""
+    probe = f"stats-{secrets.token_hex(3)}"
+    return list((await session.call(worker, probe, "test/stats", {}))["pending"])
+
+
+# -- the competing actions, through worker B --------------------------------------------------------------
+
+
+async def abort_through(b: LiveServer, pk: int) -> dict[str, Any]:
+    """The admin's abort endpoint on B (``aabort_requests`` runs in B's process); its report."""
+    admin = await admin_client(b.base)
+    try:
+        page = await admin.get("/admin/mcp_server/ledgerentry/live/")
+        assert page.status_code == 200, page.text
+        token = page.text.split('name="csrfmiddlewaretoken" value="', 1)[1].split('"', 1)[0]
+        answer = await admin.post(ABORT_PATH, data={"pk": [str(pk)], "csrfmiddlewaretoken": token})
+        assert answer.status_code == 200, answer.text
+        report: dict[str, Any] = answer.json()
+        return report
+    finally:
+        await admin.aclose()
+
+
+async def compete(action: str, session: McpSession, b: LiveServer, request_id: int | str, pk: int) -> Any:
+    """Settle the request through B (the deadline needs nothing: A's own timer settles it)."""
+    if action == "cancel":
+        await session.cancel(b, request_id)
+    elif action == "delete":
+        await session.delete(b)
+    elif action == "abort":
+        return await abort_through(b, pk)
+    return None
+
+
+def assert_framing(response: httpx.Response, mode: str) -> None:
+    assert response.status_code == 200, response.text
+    expected = "application/json" if mode == "json" else "text/event-stream"
+    assert content_type(response) == expected, response.headers
+
+
+def assert_winner_reply(response: httpx.Response, mode: str, action: str, request_id: int | str) -> None:
+    """Exactly the winner's reply: a cancel has none (JSON: 202 and no body; SSE: a stream that closes)."""
+    _state, error = WINNERS[action]
+    if error is None:
+        if mode == "json":
+            assert (response.status_code, response.content) == (202, b""), response.text
+        else:
+            assert_framing(response, mode)
+            assert messages_of(response) == []
+        return
+    assert_framing(response, mode)
+    messages = messages_of(response)
+    assert len(messages) == 1, messages
+    assert messages[0]["id"] == request_id, messages
+    assert {k: v for k, v in messages[0]["error"].items() if k != "data"} == error, messages
+    if action == "deadline":
+        assert messages[0]["error"]["data"] == {"timeout": DEADLINE}
+
+
+# -- order 1: the competing settlement wins while the handler runs ----------------------------------------
+
+ACTIONS = ["cancel", "delete", "abort", "deadline"]
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+async def test_winner_first_then_the_handler_finishes(
+    action: str, site: Site, mode: str, http: httpx.AsyncClient, gates: Gates
+) -> None:
+    a, b = site.pair(mode)
+    session = await open_session(http, a)
+    gate = gates.new()
+    tool = "race_gate_deadline" if action == "deadline" else "race_gate"
+    call = asyncio.ensure_future(session.post(a, gated_call(gate, 1, tool)))
+    started = await gates.started(gate)
+    assert started["pid"] == a.process.pid
+    pk = int(started["pk"])
+
+    report = await compete(action, session, b, 1, pk)
+    response = await asyncio.wait_for(call, REPLY_WITHIN)
+    assert not await gates.has_finished(gate), "the reply must not wait for the handler"
+    assert_winner_reply(response, mode, action, 1)
+    state, error = WINNERS[action]
+    decided = await ledger_entry(site, pk)
+    assert (decided.state, decided.outcome) == (state, outcome_of(error))
+    if action == "abort":
+        assert report == {"aborted": [pk], "skipped": []}
+
+    # The handler ends after the winner; A then answers a later request: nothing else happened in between.
+    await gates.open(gate)
+    assert await gates.finished(gate) == f"gate {gate} opened"
+    if action == "delete":
+        observer = await open_session(http, a)
+        assert await observer.ledger_pending(b, of=session.id) == []
+    else:
+        assert await stats_pending(session, a) == []
+        assert await session.ledger_pending(b) == []
+        assert await session.call(b, 1, "test/echo", {"again": True}) == {"params": {"again": True}}
+    assert await ledger_entry(site, pk) == decided
+
+
+@pytest.mark.parametrize("action", ["cancel", "abort", "deadline"])
+async def test_winner_first_while_the_exchange_stays_open(
+    action: str, site: Site, mode: str, http: httpx.AsyncClient, gates: Gates
+) -> None:
+    """A batch keeps A's POST open after the winner (a second gated request): the victim's late result
+    would show on it, and A must drop the victim from its memory as soon as the winner is decided."""
+    a, b = site.pair(mode)
+    session = await open_session(http, a, version=BATCH_VERSION)
+    victim, companion = gates.new(), gates.new()
+    tool = "race_gate_deadline" if action == "deadline" else "race_gate"
+    batch = [gated_call(victim, "v", tool), gated_call(companion, "c")]
+    call = asyncio.ensure_future(session.post(a, batch))
+    pk = int((await gates.started(victim))["pk"])
+    assert (await gates.started(companion))["pid"] == a.process.pid
+
+    await compete(action, session, b, "v", pk)
+
+    async def victim_dropped() -> bool:  # A's memory is in A's process: poll it through later requests
+        return await stats_pending(session, a) == ["c"]
+
+    await wait_for(victim_dropped, "worker A to settle the victim", within=REPLY_WITHIN)
+    state, error = WINNERS[action]
+    decided = await ledger_entry(site, pk)
+    assert (decided.state, decided.outcome) == (state, outcome_of(error))
+
+    await gates.open(victim)
+    assert await gates.finished(victim) == f"gate {victim} opened"
+    assert await stats_pending(session, a) == ["c"]  # a later request on A, answered after the victim ended
+    assert not call.done()
+    await gates.open(companion)
+    response = await asyncio.wait_for(call, REPLY_WITHIN)
+
+    assert_framing(response, mode)
+    messages = sorted(messages_of(response), key=lambda m: str(m["id"]))
+    if error is not None:
+        assert messages[-1]["id"] == "v", messages
+        victim_error = {k: v for k, v in messages[-1]["error"].items() if k != "data"}
+        assert victim_error == error, messages
+        messages = messages[:-1]
+    assert [gate_answer(m) for m in messages] == [("c", f"gate {companion} opened")]
+    assert await ledger_entry(site, pk) == decided
+    assert await session.ledger_pending(b) == []
+
+
+# -- order 2: the handler's answer first, then the competing action ---------------------------------------
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+async def test_answer_first_then_the_competing_action_changes_nothing(
+    action: str, site: Site, mode: str, http: httpx.AsyncClient, gates: Gates
+) -> None:
+    a, b = site.pair(mode)
+    session = await open_session(http, a)
+    gate = gates.new()
+    tool = "race_gate_deadline" if action == "deadline" else "race_gate"
+    call = asyncio.ensure_future(session.post(a, gated_call(gate, 1, tool)))
+    pk = int((await gates.started(gate))["pk"])
+    await gates.open(gate)
+    response = await asyncio.wait_for(call, REPLY_WITHIN)
+    assert_framing(response, mode)
+    assert gate_answers(response) == [(1, f"gate {gate} opened")]
+    answered = await ledger_entry(site, pk)
+    assert (answered.state, answered.outcome) == ("answered", {"result": True})
+
+    report = await compete(action, session, b, 1, pk)
+    if action == "abort":
+        assert report == {"aborted": [], "skipped": [pk]}
+    if action == "deadline":
+        # The competing "action" is the deadline itself: wait for that moment, as the ledger records it.
+        assert answered.deadline is not None
+        await asyncio.sleep(max(0.0, answered.deadline.timestamp() - time.time()) + 0.1)
+
+    # A answers a later request (B's action, if it told A anything, was handled by then); nothing changed.
+    if action == "delete":
+        observer = await open_session(http, a)
+        assert await ledger_entry(site, pk) == answered
+        assert await observer.ledger_pending(b, of=session.id) == []
+        for worker in (a, b):
+            assert (await session.post(worker, rpc("ping", None, 2))).status_code == 404
+    else:
+        assert await stats_pending(session, a) == []
+        assert await ledger_entry(site, pk) == answered
+        assert await session.ledger_pending(b) == []
+
+
+# -- worker death ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def doomed(site: Site, mode: str) -> Iterator[LiveServer]:
+    """A worker of the site of its own, to be killed (in response mode ``mode``)."""
+    overrides = {"RESPONSE_MODE": mode, "LEDGER_BACKEND": site.backend, "LEASE_TIMEOUT": LEASE}
+    server = start_server(site.directory, overrides, name=f"doomed-{secrets.token_hex(3)}", **site.env)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("mode", ["json"], indirect=True)
+async def test_worker_death_settles_what_is_pending_and_never_what_was_answered(
+    site: Site, doomed: LiveServer, http: httpx.AsyncClient, gates: Gates
+) -> None:
+    """A answers X, then dies with Y running: a survivor closes Y with -32000 and leaves X ``answered``.
+
+    X was opened before Y, and a survivor settles a dead worker's requests oldest first in one pass: once
+    Y is closed, X has been looked at too."""
+    a, b = doomed, site.sse_worker
+    session = await open_session(http, b)
+    answered_gate, running_gate = gates.new(), gates.new()
+    first = asyncio.ensure_future(session.post(a, gated_call(answered_gate, "x")))
+    x = int((await gates.started(answered_gate))["pk"])
+    await gates.open(answered_gate)
+    response = await asyncio.wait_for(first, REPLY_WITHIN)
+    assert gate_answers(response) == [("x", f"gate {answered_gate} opened")]
+    answered = await ledger_entry(site, x)
+    assert answered.state == "answered"
+
+    second = asyncio.ensure_future(session.post(a, gated_call(running_gate, "y")))
+    started = await gates.started(running_gate)
+    assert started["pid"] == a.process.pid
+    y = int(started["pk"])
+    a.process.send_signal(signal.SIGKILL)
+    await asyncio.to_thread(a.process.wait, 10)
+    with pytest.raises(httpx.TransportError):
+        await asyncio.wait_for(second, REPLY_WITHIN)
+
+    async def settled() -> bool:
+        return (await ledger_entry(site, y)).state != "pending"
+
+    await wait_for(settled, "a survivor to settle the dead worker's request", within=10 * LEASE)
+    closed = await ledger_entry(site, y)
+    assert (closed.state, closed.outcome) == ("closed", {"error": {"code": -32000, "message": DEAD_WORKER}})
+    assert await ledger_entry(site, x) == answered
+    assert await session.ledger_pending(b) == []
+
+
+# -- B decides, then stalls before it tells A ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("action", ["cancel", "delete", "abort"])
+async def test_handler_settling_second_delivers_the_winner_read_from_the_ledger(
+    action: str, sites: dict[str, Site], http: httpx.AsyncClient
+) -> None:
+    """B's settlement is in the ledger but its message to A is not yet out: A's handler ends meanwhile.
+
+    The test holds the row lock, so B's compare-and-set waits in PostgreSQL; B is then stopped (SIGSTOP)
+    and the lock released: B's UPDATE commits in the database while B itself cannot send anything. A's
+    handler then finishes and loses the compare-and-set: A must deliver what the ledger says B decided.
+    Only the database ledger can be held this way (a Redis ``SET NX`` cannot be made to wait)."""
+    site = sites["db"]
+    a, b = site.pair("json")
+    client = aioredis.Redis.from_url(REDIS_URL, socket_timeout=None)
+    gates = Gates(client, site.prefix)
+    session = await open_session(http, a)
+    gate = gates.new()
+    call = asyncio.ensure_future(session.post(a, gated_call(gate, 1)))
+    stopped = False
+    competing: asyncio.Future[Any] | None = None
+    try:
+        pk = int((await gates.started(gate))["pk"])
+        async with await psycopg.AsyncConnection.connect(site.database) as locker:
+            await locker.execute("SELECT id FROM mcp_server_ledgerentry WHERE id = %s FOR UPDATE", (pk,))
+            row = await (await locker.execute("SELECT pg_backend_pid()")).fetchone()
+            assert row is not None
+            locker_pid = row[0]
+            competing = asyncio.ensure_future(compete(action, session, b, 1, pk))
+
+            async def b_waits() -> bool:
+                # B's UPDATE waits on our lock, directly or behind A's lease renewal (which also waits on
+                # it). Only B sets a state now: A's handler is still held by its gate.
+                async with await psycopg.AsyncConnection.connect(site.database, autocommit=True) as db:
+                    cursor = await db.execute(
+                        "SELECT query FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> %s",
+                        (locker_pid,),
+                    )
+                    queries = [str(row[0]) for row in await cursor.fetchall()]
+                return any(q.startswith('UPDATE "mcp_server_ledgerentry" SET "state"') for q in queries)
+
+            await wait_for(b_waits, "worker B's compare-and-set to wait on the row lock")
+            os.kill(b.process.pid, signal.SIGSTOP)
+            stopped = True
+            _pid, status = await asyncio.to_thread(os.waitpid, b.process.pid, os.WUNTRACED)
+            assert os.WIFSTOPPED(status)  # B is stopped before its UPDATE can return to it
+            await locker.rollback()
+
+        state, error = WINNERS[action]
+
+        async def decided() -> bool:
+            return (await ledger_entry(site, pk)).state == state
+
+        await wait_for(decided, "B's UPDATE to commit while B is stopped")
+        assert not competing.done()
+
+        await gates.open(gate)
+        response = await asyncio.wait_for(call, REPLY_WITHIN)
+        assert await gates.finished(gate) == f"gate {gate} opened"
+        assert_winner_reply(response, "json", action, 1)
+    finally:
+        if stopped:
+            os.kill(b.process.pid, signal.SIGCONT)
+        await gates.release_all()
+        await client.aclose()
+    assert competing is not None
+    report = await asyncio.wait_for(competing, REPLY_WITHIN)
+    if action == "abort":
+        assert report == {"aborted": [pk], "skipped": []}
+    assert (await ledger_entry(site, pk)).outcome == outcome_of(error)
+    if action != "delete":
+        assert await stats_pending(session, a) == []
+        assert await session.ledger_pending(b) == []
+
+
+# -- the same id on two workers ----------------------------------------------------------------------------
+
+
+async def test_a_pending_id_is_refused_on_another_worker_and_free_once_settled(
+    site: Site, mode: str, http: httpx.AsyncClient, gates: Gates
+) -> None:
+    a, b = site.pair(mode)
+    session = await open_session(http, a)
+    gate = gates.new()
+    call = asyncio.ensure_future(session.post(a, gated_call(gate, 41)))
+    assert (await gates.started(gate))["pid"] == a.process.pid
+    assert await session.ledger_pending(b) == [41]
+    assert 41 not in await stats_pending(session, b)  # B's memory does not know it: the ledger must refuse
+
+    duplicate = await session.post(b, rpc("test/echo", {"duplicate": True}, 41))
+    refusal = {"code": -32600, "message": "Request id 41 is already in flight in this session"}
+    assert messages_of(duplicate) == [{"jsonrpc": "2.0", "id": 41, "error": refusal}]
+    assert await session.ledger_pending(b) == [41]
+    assert not call.done()
+
+    await gates.open(gate)
+    response = await asyncio.wait_for(call, REPLY_WITHIN)
+    assert gate_answers(response) == [(41, f"gate {gate} opened")]
+    # Settled: the id is free again, on either worker.
+    assert await session.call(b, 41, "test/echo", {"on": "b"}) == {"params": {"on": "b"}}
+    assert await session.call(a, 41, "test/echo", {"on": "a"}) == {"params": {"on": "a"}}
+    assert await session.ledger_pending(b) == []
+    if site.uses_database_ledger:
+        async with await psycopg.AsyncConnection.connect(site.database) as db:
+            cursor = await db.execute(
+                "SELECT state FROM mcp_server_ledgerentry WHERE session_id = %s AND request_key = %s",
+                (session.id, request_key(41)),
+            )
+            assert [row[0] for row in await cursor.fetchall()] == ["answered"] * 3
