@@ -67,6 +67,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             messages.append(
                 Error(f"MCP_SERVER[{key!r}] must be a positive number or None.", id="mcp_server.E005")
             )
+    for key in ("LEDGER_FLUSH_INTERVAL", "SESSION_CACHE_TTL"):
+        value = getattr(conf, key)
+        if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < float("inf"):
+            messages.append(
+                Error(f"MCP_SERVER[{key!r}] must be a number of seconds, 0 or more.", id="mcp_server.E010")
+            )
     for key in ("MAX_REQUEST_BYTES", "PAGE_SIZE"):
         value = getattr(conf, key)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
@@ -104,4 +110,26 @@ def check_redis_channel_layer(app_configs: Any = None, **kwargs: Any) -> list[Ch
             ),
             id="mcp_server.W002",
         )
+    ]
+
+
+@register(Tags.compatibility)
+def check_ledger_backend(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E011: ``LEDGER_BACKEND`` cannot be built; W006: as configured, it cannot keep its promises."""
+    if not isinstance(getattr(settings, "MCP_SERVER", {}), dict):
+        return []  # E000 says so
+    from .ledger import get_ledger
+
+    try:
+        ledger = get_ledger()
+    except Exception as exc:
+        path = MCPSettings.from_django().LEDGER_BACKEND
+        return [Error(f"MCP_SERVER['LEDGER_BACKEND'] {path!r} cannot be used: {exc}", id="mcp_server.E011")]
+    return [
+        Warning(
+            f"The ledger backend cannot keep its promises: {reason}.",
+            hint="Use the database ledger, or the cache ledger on a shared cache such as Redis.",
+            id="mcp_server.W006",
+        )
+        for reason in ledger.check()
     ]

@@ -125,6 +125,32 @@ def test_e005_silent_for_positive_numbers_and_none(key: str, value: Any) -> None
     assert mcp_ids(MCP_SERVER=with_mcp(**{key: value})) == []
 
 
+@pytest.mark.parametrize("key", ["LEDGER_FLUSH_INTERVAL", "SESSION_CACHE_TTL"])
+@pytest.mark.parametrize("value", [-0.01, "0.5", True, None, float("inf"), float("nan")])
+def test_e010_intervals_must_be_seconds(key: str, value: Any) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(**{key: value})) == ["mcp_server.E010"]
+
+
+@pytest.mark.parametrize("key", ["LEDGER_FLUSH_INTERVAL", "SESSION_CACHE_TTL"])
+@pytest.mark.parametrize("value", [0, 0.005, 5, 30.0])
+def test_e010_silent_for_seconds(key: str, value: float) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(**{key: value})) == []
+
+
+def test_e011_a_ledger_backend_that_cannot_be_imported() -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(LEDGER_BACKEND="no.such.Ledger")) == ["mcp_server.E011"]
+
+
+def test_w006_the_cache_ledger_on_a_local_memory_cache() -> None:
+    """Process-local and evicting: the admin would neither see every worker's requests nor keep them all."""
+    cache_ledger = with_mcp(LEDGER_BACKEND="mcp_server.ledger.cache.CacheLedger")
+    local = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    shared = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": "redis://x"}}
+    assert mcp_ids(MCP_SERVER=cache_ledger, CACHES=local) == ["mcp_server.W006"]
+    assert mcp_ids(MCP_SERVER=cache_ledger, CACHES=shared) == []
+    assert mcp_ids(CACHES=local) == []  # the database ledger does not depend on the cache
+
+
 @pytest.mark.parametrize("key", ["MAX_REQUEST_BYTES", "PAGE_SIZE"])
 @pytest.mark.parametrize("value", [0, -1, 1.5, "100", True, None])
 def test_e006_sizes_must_be_positive_integers(key: str, value: Any) -> None:

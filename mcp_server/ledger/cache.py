@@ -211,7 +211,7 @@ class CacheLedger(Ledger):
     def check(self) -> list[str]:
         from django.core.cache.backends.locmem import LocMemCache
 
-        if isinstance(self.cache, LocMemCache):
+        if isinstance(caches[self.options.get("CACHE_ALIAS", "default")], LocMemCache):
             return [
                 "the cache ledger is on a local-memory cache: each worker process has its own, and it evicts "
                 "entries past MAX_ENTRIES: the admin neither sees every worker's requests nor keeps them all"
