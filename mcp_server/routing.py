@@ -52,9 +52,9 @@ def mcp_urlpatterns(servers: Mapping[str, MCPServer] | None = None) -> list[URLP
     patterns: list[URLPattern] = []
     names: dict[str, MCPServer] = {}
     for prefix, server in routes.items():
-        if names.setdefault(server.name, server) is not server:
+        if names.setdefault(server.key, server) is not server:
             raise ImproperlyConfigured(
-                f"Two routed MCP servers are named {server.name!r}: each needs its own name (sessions "
+                f"Two routed MCP servers have the key {server.key!r}: each needs its own (sessions "
                 "belong to a server by name)."
             )
         endpoint = mcp_endpoint(server)

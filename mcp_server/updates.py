@@ -37,7 +37,7 @@ LIST_CHANGED_FEATURES = frozenset({"tools", "resources", "prompts"})
 
 
 def _live_sessions(server: MCPServer) -> Any:
-    return Session.objects.filter(server=server.name, ended_at__isnull=True)
+    return Session.objects.filter(server=server.key, ended_at__isnull=True)
 
 
 async def anotify_resource_updated(uri: str, server: MCPServer = mcp) -> int:

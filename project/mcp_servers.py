@@ -11,8 +11,8 @@ from mcp_server import MCPServer
 __all__ = ["conformance", "staff"]
 
 staff = MCPServer(
-    "staff",
-    server_name="django-mcp-demo-staff",
+    "django-mcp-demo-staff",
+    key="staff",
     title="Django MCP demo: library staff tools",
     instructions=(
         "Staff tools of the library catalogue: browse books and loans as tables. "
@@ -22,8 +22,8 @@ staff = MCPServer(
 """Served at ``/staff/mcp``: the catalogue's models as read-only query tools, for staff."""
 
 conformance = MCPServer(
-    "conformance",
-    server_name="django-mcp-demo-conformance",
+    "django-mcp-demo-conformance",
+    key="conformance",
     title="Fixtures of the official MCP conformance suite",
 )
 """Served at ``/conformance/mcp``: every tool, resource and prompt the suite's server scenarios call."""

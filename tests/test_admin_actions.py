@@ -69,6 +69,15 @@ def ledger_row(server: LiveServer, session_id: str, request_id: int) -> dict[str
     return rows[0]
 
 
+async def settled_row(server: LiveServer, session_id: str, request_id: int) -> dict[str, Any]:
+    """The request's row once its settlement is recorded: the worker writes the ledger behind its answers
+    (``LEDGER_FLUSH_INTERVAL``), so the row is polled (it lives in another process) for a few seconds."""
+    async with asyncio.timeout(5):
+        while (row := ledger_row(server, session_id, request_id))["state"] == "pending":  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+    return row
+
+
 async def test_abort_answers_the_request_once_with_minus_32003(
     server: LiveServer, http: httpx.AsyncClient, admin: httpx.AsyncClient
 ) -> None:
@@ -87,7 +96,7 @@ async def test_abort_answers_the_request_once_with_minus_32003(
             "error": {"code": REQUEST_ABORTED, "message": "Request aborted by an operator"},
         }
     ]
-    row = ledger_row(server, session.id, 41)
+    row = await settled_row(server, session.id, 41)
     assert row["state"] == "aborted"
     assert row["settled_at"] is not None
     log = admin_log(server, pk)
@@ -101,7 +110,7 @@ async def test_abort_answers_the_request_once_with_minus_32003(
     again = await run_action(admin, "ledgerentry", "abort_requests", [pk])
     assert again.status_code == 302
     assert len(admin_log(server, pk)) == 1
-    assert ledger_row(server, session.id, 41)["state"] == "aborted"
+    assert (await settled_row(server, session.id, 41))["state"] == "aborted"
     assert not [r for r in pending_rows(server) if r["session_id"] == session.id]
 
 
@@ -140,7 +149,7 @@ async def test_end_session_answers_minus_32000_then_404(
             },
         }
     ]
-    assert ledger_row(server, session.id, 61)["state"] == "closed"
+    assert (await settled_row(server, session.id, 61))["state"] == "closed"
     later = await session.post(rpc("tools/call", {"name": "echo", "arguments": {"text": "x"}}, 62))
     assert later.status_code == 404
     stored = query(server, "SELECT * FROM mcp_server_session WHERE id = ?", session.id)[0]

@@ -185,8 +185,8 @@ async def test_list_changed_when_the_registry_changes_at_run_time() -> None:
     server = MCPServer("updates-test")
     watch_registry(server)
     watch_registry(server)  # idempotent: one notification per change, not two
-    await _session_row("watching", server.name)
-    await _session_row("gone", server.name, ended=True)
+    await _session_row("watching", server.key)
+    await _session_row("gone", server.key, ended=True)
     layer, channel = await _listen("watching")
 
     @server.tool
@@ -209,7 +209,7 @@ async def test_list_changed_from_synchronous_code_is_sent_before_the_call_return
     """Outside an event loop (a view, a management command) registering or removing sends at once."""
     server = MCPServer("updates-sync")
     watch_registry(server)
-    await _session_row("sync-watching", server.name)
+    await _session_row("sync-watching", server.key)
     layer, channel = await _listen("sync-watching")
 
     def change_registry() -> None:
@@ -235,7 +235,7 @@ async def test_changes_before_the_app_registry_is_ready_are_not_sent(monkeypatch
 
     server = MCPServer("updates-early")
     watch_registry(server)
-    await _session_row("early", server.name)
+    await _session_row("early", server.key)
     layer, channel = await _listen("early")
     monkeypatch.setattr(apps, "ready", False)
 

@@ -1,11 +1,11 @@
-"""The typed cross-worker messages: each one survives ``to_event`` / ``parse_event``, and the channel layer's own
-serialisation (msgpack, as channels-redis sends it); anything else parses to ``None``."""
+"""The typed cross-worker messages: each one survives ``to_event`` / ``parse_event``, and the channel layer's
+own serialisation (msgpack, as channels-redis sends it); anything else parses to ``None``."""
 
 from __future__ import annotations
 
 from typing import Any, get_args
 
-import msgpack
+import msgpack  # type: ignore[import-untyped]
 import pytest
 
 from mcp_server.wire.messages import (

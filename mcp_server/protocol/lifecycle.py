@@ -30,7 +30,7 @@ def server_capabilities(server: MCPServer) -> dict[str, Any]:
 def initialize_result(server: MCPServer, params: dict[str, Any]) -> dict[str, Any]:
     """The result of ``initialize`` for the client's ``params``."""
     info: dict[str, Any] = {
-        "name": server.server_name or mcp_settings.SERVER_NAME,
+        "name": server.name or mcp_settings.SERVER_NAME,
         "version": server.version or mcp_settings.SERVER_VERSION,
     }
     title = server.title or mcp_settings.SERVER_TITLE

@@ -59,7 +59,7 @@ async def answer_initialize(
         parse_client_request("initialize", version, params)
         if not stateless:
             session = await acreate_session(
-                server=server.name, protocol_version=version, params=params, user=user, transport=transport
+                server=server.key, protocol_version=version, params=params, user=user, transport=transport
             )
             runtime.sessions.remember(session)
         entry = await runtime.requests.open(

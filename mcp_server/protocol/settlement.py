@@ -259,9 +259,9 @@ class RequestTable:
         """The ledger refused a request as a duplicate of one pending at another worker: answer -32600."""
         for entry in self.pending(record.session_id):
             if entry.record is record:
-                await self.settle(
-                    entry, ANSWERED, error_response(entry.request_id, _duplicate(entry.request_id))
-                )
+                refused = error_response(entry.request_id, _duplicate(entry.request_id))
+                if await self.settle(entry, ANSWERED, refused) and entry.task is not None:
+                    entry.task.cancel()  # it must not go on with its side effects
                 return
 
     def forget_cancel(self, session_id: str | None, key: str) -> None:

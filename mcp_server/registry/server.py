@@ -39,22 +39,24 @@ BUILTIN_METHODS = frozenset(
 class MCPServer:
     """A set of tools, resources, prompts and raw methods served at one endpoint.
 
-    ``name`` identifies the server: its sessions belong to it alone, so give each server its own. The
-    other arguments override, for this server's ``initialize`` answer, the ``SERVER_NAME`` (as
-    ``server_name``), ``SERVER_TITLE``, ``SERVER_VERSION`` and ``INSTRUCTIONS`` settings.
+    ``name`` is what clients see (``serverInfo.name``; default: the ``SERVER_NAME`` setting), as in the
+    official SDK's ``MCPServer("library")``. ``key`` identifies the server among the site's servers: its
+    sessions belong to it alone, so each routed server needs its own (default: ``name``, else
+    ``"default"``). ``title``, ``version`` and ``instructions`` override the ``SERVER_TITLE``,
+    ``SERVER_VERSION`` and ``INSTRUCTIONS`` settings in this server's ``initialize`` answer.
     """
 
     def __init__(
         self,
-        name: str = "default",
+        name: str | None = None,
         *,
-        server_name: str | None = None,
+        key: str | None = None,
         title: str | None = None,
         version: str | None = None,
         instructions: str | None = None,
     ) -> None:
         self.name = name
-        self.server_name = server_name
+        self.key = key or name or "default"
         self.title = title
         self.version = version
         self.instructions = instructions
@@ -65,12 +67,12 @@ class MCPServer:
         self.completions: dict[str, Callable[..., Any]] = {}
         self._listeners: list[ChangeListener] = []
         self.watched = False
+        """Whether run-time changes are announced to sessions (see ``mcp_server.updates.watch_registry``)."""
         self.notifying: set[asyncio.Task[int]] = set()
         """The background tasks sending this server's ``list_changed`` notifications right now."""
-        """Whether run-time changes are announced to sessions (see ``mcp_server.updates.watch_registry``)."""
 
     def __repr__(self) -> str:
-        return f"<MCPServer {self.name!r}>"
+        return f"<MCPServer {self.key!r}>"
 
     # -- registration -------------------------------------------------------------------------
 
@@ -255,5 +257,5 @@ class MCPServer:
         return None
 
 
-mcp = MCPServer("default")
+mcp = MCPServer(key="default")
 """The default server: ``from mcp_server import mcp`` then ``@mcp.tool``."""

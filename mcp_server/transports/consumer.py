@@ -181,7 +181,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         session_id = headers.get(SESSION_HEADER)
         if not session_id:
             raise HTTPProblem(400, "Bad Request: Mcp-Session-Id header is required", code=-32000)
-        cached = await self.runtime.sessions.aget_active(session_id, self.server.name)
+        cached = await self.runtime.sessions.aget_active(session_id, self.server.key)
         if cached is None or not self._owns(cached.user_id):  # another user's session is as good as unknown
             raise HTTPProblem(404, "Session not found", code=-32001)
         return cached.state

@@ -50,12 +50,12 @@ HANDLER_THREADS = "mcp-handler"
 
 def known_servers() -> dict[str, MCPServer]:
     """Servers by name: the default one and any defined at the top level of an installed app's ``mcp.py``."""
-    found: dict[str, MCPServer] = {mcp.name: mcp}
+    found: dict[str, MCPServer] = {mcp.key: mcp}
     for config in apps.get_app_configs():
         module = sys.modules.get(f"{config.name}.mcp")
         for value in vars(module).values() if module is not None else ():
             if isinstance(value, MCPServer):
-                found.setdefault(value.name, value)
+                found.setdefault(value.key, value)
     return found
 
 

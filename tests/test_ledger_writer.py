@@ -1,0 +1,311 @@
+"""``LedgerWriter``: the ledger written behind the request path, in batches, on both backends.
+
+The ledgers here are the real backends with two test hooks in ``write_batch``: it records what each batch
+carried (to tell one final row from a pending row and its update), and it can fail like a store that is out
+of reach (``OperationalError`` from the database, ``ConnectionError`` from the cache) or hold a batch until
+the test lets it through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from django.core.cache import caches
+from django.db import OperationalError
+from django.utils import timezone
+
+from mcp_server.core.records import DuplicateRequest, Ledger, LedgerRecord, request_key
+from mcp_server.core.states import State
+from mcp_server.ledger.cache import CacheLedger
+from mcp_server.ledger.database import DatabaseLedger
+from mcp_server.ledger.writer import LedgerWriter
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+Batch = tuple[list[str], list[str]]
+
+
+class Instrumented(Ledger):
+    """``write_batch`` as the backend's, plus: a record of each batch, injected failures, an optional gate."""
+
+    error: type[Exception] = OperationalError
+
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        super().__init__(options)
+        self.batches: list[Batch] = []
+        self.fail = 0
+        self.written = 0
+        self.wrote = threading.Condition()
+        self.gate: threading.Event | None = None
+        self.started = threading.Event()
+
+    def write_batch(self, inserts: list[LedgerRecord], updates: list[LedgerRecord]) -> list[LedgerRecord]:
+        if self.fail:
+            self.fail -= 1
+            raise self.error("injected: the store is out of reach")
+        self.started.set()
+        if self.gate is not None:
+            assert self.gate.wait(10)
+        self.batches.append(([str(r.state) for r in inserts], [str(r.state) for r in updates]))
+        refused = super().write_batch(inserts, updates)
+        with self.wrote:
+            self.written += 1
+            self.wrote.notify_all()
+        return refused
+
+    async def until_written(self, batches: int) -> None:
+        """Wait until ``batches`` batches have been written (by whatever flushed them)."""
+
+        def wait() -> bool:
+            with self.wrote:
+                return self.wrote.wait_for(lambda: self.written >= batches, 5)
+
+        assert await asyncio.to_thread(wait)
+
+
+class InstrumentedDatabase(Instrumented, DatabaseLedger):
+    error = OperationalError
+
+
+class InstrumentedCache(Instrumented, CacheLedger):
+    error = ConnectionError
+
+
+@pytest.fixture(params=["database", "cache"])
+def ledger(request: pytest.FixtureRequest) -> Instrumented:
+    caches["default"].clear()
+    return InstrumentedDatabase({}) if request.param == "database" else InstrumentedCache({"RETENTION": 60})
+
+
+@pytest.fixture
+async def writers(ledger: Instrumented) -> AsyncIterator[list[LedgerWriter]]:
+    """Writers made by the tests (closed at the end)."""
+    made: list[LedgerWriter] = []
+    yield made
+    if ledger.gate is not None:
+        ledger.gate.set()
+    for writer in made:
+        await writer.aclose()
+
+
+@pytest.fixture
+def new_writer(ledger: Instrumented, writers: list[LedgerWriter]) -> Any:
+    def make(interval: float = 60.0, on_refused: Any = None) -> LedgerWriter:
+        # interval 60: the background loop stays asleep, the test flushes; 0 writes through.
+        writer = LedgerWriter(ledger, interval=interval, on_refused=on_refused)
+        writers.append(writer)
+        return writer
+
+    return make
+
+
+def record(session: str | None, request_id: int | str) -> LedgerRecord:
+    now = timezone.now()
+    return LedgerRecord(
+        session_id=session, request_key=request_key(request_id), method="tools/call", worker="w", created=now
+    )
+
+
+def settle(rec: LedgerRecord, state: str = State.ANSWERED) -> LedgerRecord:
+    rec.state = state
+    rec.outcome = {"result": True} if state == State.ANSWERED else None
+    rec.settled_at = timezone.now()
+    return rec
+
+
+async def stored_state(ledger: Ledger, rec: LedgerRecord) -> str | None:
+    assert rec.pk is not None, "never written"
+    found = await ledger.aget(rec)
+    return None if found is None else str(found.state)
+
+
+async def pending_pks(ledger: Ledger) -> list[Any]:
+    return [r.pk for r in await ledger.apending()]
+
+
+async def test_settled_before_the_flush_is_one_final_row(ledger: Instrumented, new_writer: Any) -> None:
+    writer: LedgerWriter = new_writer()
+    rec = record("s1", 1)
+    await writer.opened(rec)
+    await writer.settled(settle(rec))
+    assert len(writer) == 1
+    await writer.flush()
+    assert ledger.batches == [(["answered"], [])]  # no pending row was ever written
+    assert len(writer) == 0
+    assert await stored_state(ledger, rec) == "answered"
+    assert await pending_pks(ledger) == []
+
+
+async def test_a_long_request_is_a_pending_row_then_its_update(ledger: Instrumented, new_writer: Any) -> None:
+    writer: LedgerWriter = new_writer()
+    rec = record("s1", 1)
+    await writer.opened(rec)
+    await writer.flush()
+    assert await pending_pks(ledger) == [rec.pk]
+    await writer.settled(settle(rec, State.CANCELLED))
+    await writer.flush()
+    assert ledger.batches == [(["pending"], []), ([], ["cancelled"])]
+    assert await stored_state(ledger, rec) == "cancelled"
+    assert await pending_pks(ledger) == []
+    await writer.flush()  # nothing queued: no empty batch
+    assert len(ledger.batches) == 2
+
+
+async def test_flush_returns_only_once_written(ledger: Instrumented, new_writer: Any) -> None:
+    writer: LedgerWriter = new_writer()
+    ledger.gate = threading.Event()
+    await writer.opened(record("s1", 1))
+    first = asyncio.create_task(writer.flush())
+    assert await asyncio.to_thread(ledger.started.wait, 10)  # the batch is being written, held at the gate
+    second = asyncio.create_task(writer.flush())  # nothing left to take, but what was taken is not written
+    seen: list[int] = []
+    second.add_done_callback(lambda _: seen.append(ledger.written))
+    await asyncio.sleep(0)  # one loop turn: ``second`` runs its first step while the write is held
+    ledger.gate.set()
+    await asyncio.wait_for(asyncio.gather(first, second), 10)
+    assert seen == [1]
+
+
+async def test_write_through(ledger: Instrumented, new_writer: Any) -> None:
+    writer: LedgerWriter = new_writer(interval=0)
+    rec = record("s1", 1)
+    await writer.opened(rec)
+    assert len(writer) == 0
+    found = await ledger.aget_pending("s1", request_key(1))  # at once, no flush
+    assert found is not None
+    assert found.pk == rec.pk
+    with pytest.raises(DuplicateRequest):
+        await writer.opened(record("s1", 1))
+    await writer.opened(record("s1", "1"))
+    await writer.opened(record(None, 1))
+    await writer.opened(record(None, 1))  # stateless ids never collide
+    await writer.settled(settle(rec))
+    assert await stored_state(ledger, rec) == "answered"
+    await writer.opened(record("s1", 1))  # free again
+    assert len(await pending_pks(ledger)) == 4
+
+
+async def test_a_pending_duplicate_found_at_flush_is_refused(ledger: Instrumented, new_writer: Any) -> None:
+    refused: list[LedgerRecord] = []
+
+    async def on_refused(rec: LedgerRecord) -> None:
+        refused.append(rec)
+
+    here: LedgerWriter = new_writer()
+    there: LedgerWriter = new_writer(on_refused=on_refused)  # another worker, same ledger
+    held = record("s1", 7)
+    await here.opened(held)
+    await here.flush()
+    late = record("s1", 7)
+    other = record("s1", 8)
+    await there.opened(late)
+    await there.opened(other)
+    await there.flush()
+    assert refused == [late]
+    assert late.pk is None
+    assert sorted(await pending_pks(ledger)) == sorted([held.pk, other.pk])
+    await there.settled(settle(late))  # answered -32600 by the runtime: recorded as one final row
+    await there.flush()
+    assert await stored_state(ledger, late) == "answered"
+    assert late.pk != held.pk
+    for writer, rec in ((here, held), (there, other)):
+        await writer.settled(settle(rec))
+        await writer.flush()
+    assert await pending_pks(ledger) == []
+    assert refused == [late]
+
+
+async def test_a_duplicate_settled_while_it_was_being_refused(ledger: Instrumented, new_writer: Any) -> None:
+    refused: list[LedgerRecord] = []
+
+    async def on_refused(rec: LedgerRecord) -> None:
+        refused.append(rec)
+
+    here: LedgerWriter = new_writer()
+    there: LedgerWriter = new_writer(on_refused=on_refused)
+    held = record("s1", 7)
+    await here.opened(held)
+    await here.flush()
+    late = record("s1", 7)
+    await there.opened(late)
+    ledger.gate = threading.Event()
+    flushing = asyncio.create_task(there.flush())
+    assert await asyncio.to_thread(ledger.started.wait, 10)
+    await there.settled(settle(late, State.CANCELLED))  # settled while its pending row is in flight
+    ledger.gate.set()
+    await asyncio.wait_for(flushing, 10)
+    assert refused == []  # no longer pending: nothing to refuse
+    assert len(there) == 1
+    await there.flush()
+    assert len(there) == 0
+    assert await stored_state(ledger, late) == "cancelled"
+    assert await pending_pks(ledger) == [held.pk]
+
+
+async def test_settled_and_reused_in_the_same_batch_do_not_conflict(
+    ledger: Instrumented, new_writer: Any
+) -> None:
+    refused: list[LedgerRecord] = []
+
+    async def on_refused(rec: LedgerRecord) -> None:
+        refused.append(rec)
+
+    writer: LedgerWriter = new_writer(on_refused=on_refused)
+    first = record("s1", 1)
+    await writer.opened(first)
+    await writer.flush()
+    await writer.settled(settle(first))
+    reused = record("s1", 1)
+    await writer.opened(reused)
+    await writer.flush()
+    assert ledger.batches[-1] == (["pending"], ["answered"])  # one batch carried both
+    assert refused == []
+    assert await stored_state(ledger, first) == "answered"
+    assert await pending_pks(ledger) == [reused.pk]
+
+
+@pytest.mark.parametrize("written_before", [False, True], ids=["final-row", "update"])
+async def test_a_failed_store_keeps_the_batch_queued(
+    ledger: Instrumented, new_writer: Any, written_before: bool
+) -> None:
+    writer: LedgerWriter = new_writer()
+    rec = record("s1", 1)
+    await writer.opened(rec)
+    if written_before:
+        await writer.flush()
+    await writer.settled(settle(rec))
+    ledger.fail = 1
+    with pytest.raises(ledger.error):
+        await writer.flush()
+    assert len(writer) == 1
+    assert await pending_pks(ledger) == ([rec.pk] if written_before else [])
+    await writer.flush()  # the store answers again
+    assert len(writer) == 0
+    assert await stored_state(ledger, rec) == "answered"
+    assert await pending_pks(ledger) == []
+
+
+async def test_the_background_loop_retries_until_the_ledger_converges(
+    ledger: Instrumented, new_writer: Any
+) -> None:
+    writer: LedgerWriter = new_writer(interval=0.01)
+    ledger.fail = 3
+    long = record("s1", 1)
+    await writer.opened(long)
+    short = record("s1", 2)
+    await writer.opened(short)
+    await writer.settled(settle(short))
+    await ledger.until_written(1)  # after three failures (backoff 0.02 + 0.04 + 0.08 s)
+    assert ledger.fail == 0
+    assert [r.request_key for r in await ledger.apending()] == [request_key(1)]
+    await writer.settled(settle(long, State.CLOSED))
+    await ledger.until_written(2)
+    assert len(writer) == 0
+    assert await stored_state(ledger, long) == "closed"
+    assert await stored_state(ledger, short) == "answered"
+    assert await pending_pks(ledger) == []
+    assert writer.failures == 0
