@@ -55,7 +55,7 @@ def mcp_urlpatterns(servers: Mapping[str, MCPServer] | None = None) -> list[URLP
         if names.setdefault(server.key, server) is not server:
             raise ImproperlyConfigured(
                 f"Two routed MCP servers have the key {server.key!r}: each needs its own (sessions "
-                "belong to a server by name)."
+                "belong to a server by its key)."
             )
         endpoint = mcp_endpoint(server)
         clean = prefix.strip("/")

@@ -25,7 +25,7 @@ from .models import Session
 from .wire.messages import WORKERS_GROUP, EndSession, SessionChanged, to_event
 
 __all__ = [
-    "TOUCH_EVERY",
+    "LAST_SEEN_EVERY",
     "CachedSession",
     "SessionCache",
     "acreate_session",
@@ -36,7 +36,7 @@ __all__ = [
     "state_of",
 ]
 
-TOUCH_EVERY = timedelta(seconds=30)
+LAST_SEEN_EVERY = timedelta(seconds=30)
 """``last_seen`` is written at most this often per session, not on every request."""
 
 CACHE_LIMIT = 10_000
@@ -189,9 +189,9 @@ class SessionCache:
         return cached
 
     def _touch(self, session_id: str, cached: CachedSession, now: datetime) -> None:
-        """Keep ``last_seen`` current: in memory always, in the database at most every ``TOUCH_EVERY``."""
+        """Keep ``last_seen`` current: in memory always, in the database at most every ``LAST_SEEN_EVERY``."""
         cached.last_seen = now
-        if now - cached.touched > TOUCH_EVERY:
+        if now - cached.touched > LAST_SEEN_EVERY:
             cached.touched = now
             task = asyncio.get_running_loop().create_task(
                 Session.objects.filter(pk=session_id).aupdate(last_seen=now), name="mcp session touch"

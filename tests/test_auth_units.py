@@ -171,8 +171,8 @@ def test_routed_servers_are_found_through_routers_and_middleware() -> None:
     assert routed_servers(ProtocolTypeRouter({"http": URLRouter([])})) == []
 
 
-def test_two_servers_with_one_name_cannot_be_routed() -> None:
-    with pytest.raises(ImproperlyConfigured, match="named 'twin'"):
+def test_two_servers_with_one_key_cannot_be_routed() -> None:
+    with pytest.raises(ImproperlyConfigured, match="the key 'twin'"):
         mcp_urlpatterns({"a/mcp": MCPServer("twin"), "b/mcp": MCPServer("twin")})
     shared = MCPServer("shared")
     assert len(mcp_urlpatterns({"a/mcp": shared, "b/mcp": shared})) == 4

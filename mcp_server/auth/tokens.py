@@ -11,7 +11,7 @@ from .base import AuthenticationFailed, AuthResult, BaseAuthentication
 
 __all__ = ["TokenAuthentication", "bearer_token"]
 
-TOUCH_EVERY = timedelta(seconds=60)
+LAST_USED_EVERY = timedelta(seconds=60)
 """``last_used`` is written at most this often per token."""
 
 
@@ -52,7 +52,7 @@ class TokenAuthentication(BaseAuthentication):
             raise AuthenticationFailed("The token has expired")
         if not token.user.is_active:
             raise AuthenticationFailed("The token's user is inactive")
-        if token.last_used is None or now - token.last_used > TOUCH_EVERY:
+        if token.last_used is None or now - token.last_used > LAST_USED_EVERY:
             await AccessToken.objects.filter(pk=token.pk).aupdate(last_used=now)
             token.last_used = now
         return token.user, token

@@ -33,7 +33,7 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 JSON_HEADERS = [(b"content-type", b"application/json")]
 
 
-class _RequestPeer(RequestPeer):
+class _ExchangePeer(RequestPeer):
     """Where one request's related messages go: onto its own POST's response."""
 
     def __init__(self, exchange: PostExchange) -> None:
@@ -106,7 +106,7 @@ class PostExchange:
                 message,
                 server=self.server,
                 session=self.session,
-                peer=_RequestPeer(self),
+                peer=_ExchangePeer(self),
                 deliver=self._deliver,
                 user=self.user,
                 request=self.request,

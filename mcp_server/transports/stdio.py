@@ -2,7 +2,7 @@
 
 A thread reads the input and hands complete lines to the event loop; each request is recorded in the
 ledger and served in its own task under the reply guarantee (as over HTTP); a single writer puts one
-compact JSON message per line on the output. End of input, :meth:`StdioSession.stop` (SIGTERM), or an
+compact JSON message per line on the output. End of input, :meth:`StdioLoop.stop` (SIGTERM), or an
 output nobody reads any more (a write fails), lets in-flight requests finish for ``SHUTDOWN_GRACE``
 seconds, then answers the rest with -32000.
 
@@ -33,7 +33,7 @@ from ..protocol.serving import answer_initialize, start_request
 from ..protocol.settlement import CLOSED, PendingRequest, closed_response
 from ..registry.server import MCPServer
 from ..runtime import Runtime
-from ..sessions import TOUCH_EVERY, state_of
+from ..sessions import LAST_SEEN_EVERY, state_of
 from ..wire.errors import INTERNAL_ERROR, INVALID_REQUEST, JSONRPCError
 from ..wire.jsonrpc import (
     JSONRPCRequest,
@@ -44,7 +44,7 @@ from ..wire.jsonrpc import (
     result_response,
 )
 
-__all__ = ["EOF", "TOO_LONG", "LineWriter", "Marker", "StdioSession", "read_lines"]
+__all__ = ["EOF", "TOO_LONG", "LineWriter", "Marker", "StdioLoop", "read_lines"]
 
 logger = logging.getLogger("mcp_server.stdio")
 
@@ -144,7 +144,7 @@ class LineWriter:
 class _StdioPeer(RequestPeer):
     """Where one request's related messages go: the session's output, while the request is pending."""
 
-    def __init__(self, session: StdioSession) -> None:
+    def __init__(self, session: StdioLoop) -> None:
         super().__init__(session.runtime.outbound, session.runtime.channel)
         self.session = session
 
@@ -156,7 +156,7 @@ class _StdioPeer(RequestPeer):
         return bool(await self.session.writer.write(message))
 
 
-class StdioSession:
+class StdioLoop:
     """One client on a pair of pipes, from ``initialize`` to the end of its input."""
 
     def __init__(
@@ -314,9 +314,9 @@ class StdioSession:
             self._idle.set()
 
     async def _touch(self) -> None:
-        """Keep ``last_seen`` roughly current for the admin (written at most every ``TOUCH_EVERY``)."""
+        """Keep ``last_seen`` roughly current for the admin (written at most every ``LAST_SEEN_EVERY``)."""
         now = timezone.now()
-        if self.state is not None and self.state.id is not None and now - self._touched > TOUCH_EVERY:
+        if self.state is not None and self.state.id is not None and now - self._touched > LAST_SEEN_EVERY:
             self._touched = now
             try:
                 await Session.objects.filter(pk=self.state.id).aupdate(last_seen=now)

@@ -176,7 +176,7 @@ class Command(BaseCommand):
 def run(server: MCPServer, *, user: Any, input_fd: int, output: IO[bytes]) -> str:
     """Serve one session on its own event loop; SIGTERM and SIGINT wind it down as end of input does."""
     from mcp_server.runtime import get_runtime
-    from mcp_server.transports.stdio import StdioSession
+    from mcp_server.transports.stdio import StdioLoop
 
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
@@ -185,7 +185,7 @@ def run(server: MCPServer, *, user: Any, input_fd: int, output: IO[bytes]) -> st
 
     async def main() -> str:
         runtime = get_runtime()
-        session = StdioSession(
+        session = StdioLoop(
             server,
             runtime=runtime,
             input_fd=input_fd,
