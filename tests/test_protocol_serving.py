@@ -1,4 +1,4 @@
-"""``protocol/serving.py`` without a live server: ``initialize`` answered whatever goes wrong, and recorded."""
+"""``protocol/serving.py`` without a live server: ``initialize`` answered, and recorded, whatever goes wrong."""
 
 from __future__ import annotations
 
