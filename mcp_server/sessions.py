@@ -8,7 +8,7 @@ ended session is still refused everywhere within ``SESSION_CACHE_TTL`` seconds.
 
 from __future__ import annotations
 
-import asyncio
+import logging
 import secrets
 import time
 from collections import OrderedDict
@@ -38,6 +38,8 @@ __all__ = [
 
 LAST_SEEN_EVERY = timedelta(seconds=30)
 """``last_seen`` is written at most this often per session, not on every request."""
+
+logger = logging.getLogger("mcp_server.sessions")
 
 CACHE_LIMIT = 10_000
 """At most this many sessions are cached per process (least recently used dropped first)."""
@@ -136,7 +138,6 @@ class SessionCache:
         self.ttl = ttl
         self.limit = limit
         self._entries: OrderedDict[str, CachedSession] = OrderedDict()
-        self._touches: set[asyncio.Task[Any]] = set()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -174,7 +175,7 @@ class SessionCache:
         ):
             if cached.server != server:
                 return None
-            self._touch(session_id, cached, now)
+            await self._touch(session_id, cached, now)
             return cached
         session = await Session.objects.filter(pk=session_id, server=server, ended_at__isnull=True).afirst()
         if session is None:
@@ -185,16 +186,17 @@ class SessionCache:
             await aend_session(session.id, "session expired")
             return None
         cached = self.remember(session)
-        self._touch(session_id, cached, now)
+        await self._touch(session_id, cached, now)
         return cached
 
-    def _touch(self, session_id: str, cached: CachedSession, now: datetime) -> None:
-        """Keep ``last_seen`` current: in memory always, in the database at most every ``LAST_SEEN_EVERY``."""
+    async def _touch(self, session_id: str, cached: CachedSession, now: datetime) -> None:
+        """Keep ``last_seen`` current: in memory always, in the database at most every ``LAST_SEEN_EVERY``
+        (one write per session and interval: the only database write a request may wait for)."""
         cached.last_seen = now
         if now - cached.touched > LAST_SEEN_EVERY:
             cached.touched = now
-            task = asyncio.get_running_loop().create_task(
-                Session.objects.filter(pk=session_id).aupdate(last_seen=now), name="mcp session touch"
-            )
-            self._touches.add(task)
-            task.add_done_callback(self._touches.discard)
+            try:
+                await Session.objects.filter(pk=session_id).aupdate(last_seen=now)
+            except Exception:  # the session is served all the same; the next request tries again
+                logger.exception("could not record the activity of session %s", session_id)
+                cached.touched = cached.last_seen - LAST_SEEN_EVERY
