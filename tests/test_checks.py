@@ -17,6 +17,9 @@ REDIS = "channels_redis.core.RedisChannelLayer"
 MEMORY = {"BACKEND": "channels.layers.InMemoryChannelLayer"}
 GOOD_MIDDLEWARE = "tests.testapp.middleware.count_calls"
 
+# Django 6's model checks ask the database whether it supports JSONField: a full check run reads it.
+pytestmark = pytest.mark.django_db
+
 
 def mcp_messages(**overrides: Any) -> list[tuple[str, bool]]:
     """``(id, is an error)`` of the ``mcp_server`` messages of a full check run with these settings."""
