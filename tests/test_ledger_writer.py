@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -42,8 +43,10 @@ class Instrumented(Ledger):
         self.wrote = threading.Condition()
         self.gate: threading.Event | None = None
         self.started = threading.Event()
+        self.attempts: list[float] = []
 
     def write_batch(self, inserts: list[LedgerRecord], updates: list[LedgerRecord]) -> list[LedgerRecord]:
+        self.attempts.append(time.monotonic())
         if self.fail:
             self.fail -= 1
             raise self.error("injected: the store is out of reach")
@@ -301,6 +304,8 @@ async def test_the_background_loop_retries_until_the_ledger_converges(
     await writer.settled(settle(short))
     await ledger.until_written(1)  # after three failures (backoff 0.02 + 0.04 + 0.08 s)
     assert ledger.fail == 0
+    gaps = [later - earlier for earlier, later in zip(ledger.attempts, ledger.attempts[1:], strict=False)]
+    assert gaps[2] >= 0.08, f"the backoff doubles after each failure: {gaps}"
     assert [r.request_key for r in await ledger.apending()] == [request_key(1)]
     await writer.settled(settle(long, State.CLOSED))
     await ledger.until_written(2)

@@ -302,3 +302,11 @@ async def test_stateless_entries_never_collide(s: Setup) -> None:
     assert set(s.table.pending()) == {entries[0], entries[2]}
     assert s.replies.got == [(entries[1], result_response(1, {"which": 1}))]
     assert len(await s.ledger_pending()) == 2
+
+
+def test_the_ledger_keeps_that_there_was_a_result_or_the_error() -> None:
+    """What the record says of a reply: never the result itself, the error's code and (bounded) message."""
+    assert outcome_of(None) is None
+    assert outcome_of({"jsonrpc": "2.0", "id": 1, "result": {"big": "x" * 10_000}}) == {"result": True}
+    error = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": "m" * 600}}
+    assert outcome_of(error) == {"error": {"code": -32000, "message": "m" * 500}}
