@@ -5,6 +5,7 @@ in-memory channel layer, both in the workers group, one shared ledger. Requests 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -299,3 +300,13 @@ async def test_shutdown_answers_everything_and_flushes_the_ledger(
         assert stored.state == CLOSED
     assert await ledger.apending() == []
     assert await a.ashutdown() == 0
+
+
+def test_a_runtime_names_its_worker_and_uses_the_configured_ledger() -> None:
+    from mcp_server.ledger import get_ledger
+
+    runtime = Runtime()
+    assert runtime.worker_id.split(":")[1] == str(os.getpid())
+    assert Runtime().worker_id != runtime.worker_id  # each runtime is a worker of its own
+    assert Runtime(worker_id="w-1").worker_id == "w-1"
+    assert runtime.ledger is get_ledger()
