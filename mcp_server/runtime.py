@@ -123,7 +123,7 @@ class Runtime:
             layer = get_channel_layer(self.layer_alias)
             if layer is not None:
                 try:
-                    self.channel = await layer.new_channel(prefix="mcp-worker.")
+                    self.channel = await layer.new_channel()  # default prefix: see admin_live.operations
                     await layer.group_add(WORKERS_GROUP, self.channel)
                 except Exception:
                     logger.exception("channel layer unreachable: messages from other workers will not arrive")

@@ -1,4 +1,4 @@
-"""``protocol/serving.py`` without a live server: ``initialize`` answered, and recorded, whatever goes wrong."""
+"""``protocol/serving.py`` without a live server: ``initialize`` answered and recorded whatever happens."""
 
 from __future__ import annotations
 

@@ -46,9 +46,10 @@ async def _ask_holder(record: LedgerRecord) -> bool | None:
     layer = get_channel_layer(mcp_settings.CHANNEL_LAYER)
     if layer is None or not record.channel:
         return None
-    # The prefix of the workers' own channels: channels-redis receives every channel of one prefix in a
-    # process through one loop, which a second prefix would wait behind.
-    reply_to = await layer.new_channel(prefix="mcp-worker.")
+    # The default prefix, as every consumer and each worker's runtime use: channels-redis receives all the
+    # channels of one prefix in a process through one loop, and a receiver of another prefix holding the
+    # layer's lock would hold up every other receiver of the process.
+    reply_to = await layer.new_channel()
     request = AbortRequest(session_id=record.session_id, key=record.request_key, reply_to=reply_to)
     await layer.send(record.channel, to_event(request))
     try:
