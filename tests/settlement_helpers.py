@@ -1,235 +1,467 @@
 """The adapter between the settlement-race scenarios (tests/test_settlement_races.py) and the product's API.
 
-Worker A holds a request: its exchange (the ``deliver`` callback, which records every call), its handler task
-and its channel on the channel layer. Worker B is any other process: it cancels the request, ends its
-session, enforces its deadline, aborts it for an operator, or settles it as an orphan once A's lease ran out.
-Both are :class:`InFlightTable` instances sharing the one configured ledger. The scenarios touch the
-product only through the functions below, so a redesign of settlement re-points these, not the scenarios.
+Worker A holds a request: a :class:`~mcp_server.runtime.Runtime` that took it through ``start_request`` (the
+path of the HTTP exchange and the stdio loop) and runs its handler, a tool of :data:`races` that waits on a
+:class:`Gate` the test opens. Worker B is another ``Runtime`` on the same channel layer and the same ledger:
+it cancels the request (``runtime.cancel``), ends its session (``runtime.end_session``), aborts it for an
+operator (``aabort_requests``), or settles it as an orphan once A is dead (``upkeep.settle_orphans``). The
+deadline is A's own (the tool's ``timeout`` or ``REQUEST_TIMEOUT``). The scenarios touch the product only
+through the functions below, so a redesign of settlement re-points these, not the scenarios.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
+import uuid
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.db import connections
 from django.utils import timezone
 
-from mcp_server.admin_live.operations import ABORT_MESSAGE, aborted_response
+from mcp_server.admin_live.operations import aabort_requests
 from mcp_server.conf import mcp_settings
-from mcp_server.ledger import LedgerRecord, State, get_ledger
+from mcp_server.core.context import SessionState
+from mcp_server.core.records import LedgerRecord
+from mcp_server.ledger import State, get_ledger
 from mcp_server.ledger.cache import CacheLedger
 from mcp_server.ledger.database import DatabaseLedger
-from mcp_server.protocol.errors import CONNECTION_CLOSED, REQUEST_ABORTED, REQUEST_TIMEOUT, JSONRPCError
-from mcp_server.protocol.inflight import UNRECORDED, InFlight, InFlightTable, closed_response
-from mcp_server.protocol.jsonrpc import RequestId, error_response, result_response
+from mcp_server.ledger.upkeep import ORPHAN_REASON
+from mcp_server.models import Session
+from mcp_server.protocol.peer import RequestPeer
+from mcp_server.protocol.serving import start_request
+from mcp_server.protocol.settlement import PENDING, PendingRequest, aborted_response, closed_response
+from mcp_server.registry.server import MCPServer
+from mcp_server.runtime import Runtime
+from mcp_server.wire.errors import REQUEST_TIMEOUT, JSONRPCError
+from mcp_server.wire.jsonrpc import JSONRPCRequest, RequestId, error_response, parse_message
+from mcp_server.wire.messages import WORKERS_GROUP, AbortRequest, AbortResult, parse_event, to_event
+from mcp_server.wire.versions import LATEST_VERSION
 
-DEADLINE = 5.0
+DEADLINE = 0.3
+"""The ``timeout`` of the ``held_deadline`` tool (the ``deadline`` outcome)."""
 SESSION_END = "session terminated by the client"
-DEAD_WORKER_ID = "dead-host:0:000000"
-"""A worker id nobody renews a lease for."""
-SENTINEL = "test.sentinel"
+GATE_WAIT = 60.0
+"""How long a gated handler waits for its gate before it gives up (its test has failed long before)."""
+WITHIN = 10.0
+"""How long an awaited event may take (generous: the machine is shared)."""
+
+ANSWERED = State.ANSWERED.value
+Delivery = tuple[str, dict[str, Any] | None]
+"""What A's exchange was handed for a request: the state it settled in, and the reply (``None``: none)."""
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """One way another worker can end A's request: the ledger state, and the reply A must deliver."""
+# -- the handlers: tools that run until the test opens their gate -------------------------------------------
+
+
+@dataclass(eq=False)
+class Gate:
+    """A handler's gate, opened by the test; ``started`` once the handler runs, ``finished`` once it has
+    returned its result (set through the loop: waiting on them takes no thread)."""
 
     name: str
-    state: str
-    code: int | None  # ``None``: a cancel, A delivers the settled signal with no response
-    message: str = ""
+    loop: asyncio.AbstractEventLoop
+    opened: threading.Event = field(default_factory=threading.Event)
+    loop_opened: asyncio.Event = field(default_factory=asyncio.Event)
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
+    cancels_ignored: int = 0
+
+    def open(self) -> None:
+        self.opened.set()
+        self.loop_opened.set()
+
+    def signal(self, event: asyncio.Event) -> None:
+        """Set ``event`` from the handler's thread (or the loop itself)."""
+        self.loop.call_soon_threadsafe(event.set)
+
+    @property
+    def result(self) -> str:
+        return f"gate {self.name} opened"
 
 
-OUTCOMES = [
-    Outcome("cancel", State.CANCELLED.value, None),
-    Outcome("session_end", State.CLOSED.value, CONNECTION_CLOSED, f"Connection closed: {SESSION_END}"),
-    Outcome("deadline", State.TIMED_OUT.value, REQUEST_TIMEOUT, f"Request timed out after {DEADLINE:g}s"),
-    Outcome("abort", State.ABORTED.value, REQUEST_ABORTED, ABORT_MESSAGE),
-    Outcome(
-        "worker_death",
-        State.CLOSED.value,
-        CONNECTION_CLOSED,
-        "Connection closed: the worker serving it stopped",
-    ),
-]
+GATES: dict[str, Gate] = {}
+
+RACES_SERVER = "settlement-races"
+races = MCPServer(RACES_SERVER)
+"""The tools of these scenarios (a server of its own: the test app's tools are not involved)."""
 
 
-@dataclass
-class WorkerA:
-    """The worker holding the requests: its table, its channel, and every delivery its exchanges saw."""
-
-    table: InFlightTable
-    layer: Any
-    channel: str
-    delivered: list[tuple[RequestId, str, dict[str, Any] | None]] = field(default_factory=list)
-
-    def deliveries(self, request_id: RequestId) -> list[tuple[str, dict[str, Any] | None]]:
-        """(state, response) of each delivery for that id."""
-        return [(state, response) for rid, state, response in self.delivered if rid == request_id]
+def _hold(gate: str) -> str:
+    held = GATES[gate]
+    held.signal(held.started)
+    held.opened.wait(GATE_WAIT)
+    held.signal(held.finished)
+    return held.result
 
 
-@dataclass
+@races.tool
+def held(gate: str) -> str:
+    """A sync handler: runs in a worker thread, which a cancel cannot stop; its late result is dropped."""
+    return _hold(gate)
+
+
+@races.tool(timeout=DEADLINE)
+def held_deadline(gate: str) -> str:
+    """``held`` with a deadline of :data:`DEADLINE` seconds: the thread outlives it."""
+    return _hold(gate)
+
+
+@races.tool
+async def stubborn(gate: str) -> str:
+    """An async handler that finishes its work even when cancelled, and returns its result to the guarantee:
+    the result reaches ``RequestTable.settle`` after whoever settled the request first."""
+    held = GATES[gate]
+    held.started.set()
+    while not held.loop_opened.is_set():
+        try:
+            await held.loop_opened.wait()
+        except asyncio.CancelledError:
+            held.cancels_ignored += 1
+    held.signal(held.finished)  # through the loop, as the thread's: after the result, in loop order
+    return held.result
+
+
+HANDLERS = {"thread": "held", "async": "stubborn"}
+
+
+# -- the workers ------------------------------------------------------------------------------------------
+
+
+class Peer(RequestPeer):
+    """The request's way out for notifications and server-to-client requests (none here)."""
+
+    def __init__(self, runtime: Runtime, session_id: str | None) -> None:
+        super().__init__(runtime.outbound, runtime.channel)
+        self._session_id = session_id
+
+    @property
+    def session_id(self) -> str | None:
+        return self._session_id
+
+    async def emit(self, message: dict[str, Any]) -> bool:
+        return True
+
+
+@dataclass(eq=False)
+class Worker:
+    """A runtime, and every delivery its exchanges saw (what the clients got from it)."""
+
+    runtime: Runtime
+    delivered: list[tuple[PendingRequest, str, dict[str, Any] | None]] = field(default_factory=list)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    dead: bool = False
+
+    async def deliver(self, entry: PendingRequest, response: dict[str, Any] | None) -> None:
+        await asyncio.sleep(0)  # a real send yields to the loop: a second settle would run meanwhile
+        self.delivered.append((entry, entry.state, response))
+        self.changed.set()
+
+    def deliveries(self, request: Request) -> list[Delivery]:
+        """What this worker's exchange delivered for that request."""
+        return [(state, response) for entry, state, response in self.delivered if entry is request.entry]
+
+    async def until_delivered(self, request: Request) -> None:
+        async with asyncio.timeout(WITHIN):
+            while not self.deliveries(request):
+                self.changed.clear()
+                await self.changed.wait()
+
+
+async def new_worker(name: str, flush_interval: float) -> Worker:
+    """A started runtime (its channel joined the workers group) on the configured ledger and channel layer.
+
+    Its background upkeep is stopped: the scenarios settle orphans when they choose (``settle_orphans``), and
+    no ledger write of theirs overlaps one they did not ask for (SQLite's shared in-memory test database
+    refuses two writing connections at once).
+    """
+    runtime = Runtime(worker_id=f"{name}-{uuid.uuid4().hex[:8]}", flush_interval=flush_interval)
+    await runtime.start()
+    assert runtime.channel, "the runtime has no channel on the channel layer"
+    upkeep = [task for task in runtime._tasks if task.get_name() == "mcp ledger upkeep"]
+    assert len(upkeep) == 1, runtime._tasks
+    upkeep[0].cancel()
+    await asyncio.gather(*upkeep, return_exceptions=True)
+    await sync_to_async(lambda: None)()  # the ORM's thread has finished what the upkeep had asked of it
+    return Worker(runtime)
+
+
+async def stop_worker(worker: Worker) -> None:
+    """Settle what it still holds, write its last batch, close its connections, stop it."""
+    runtime = worker.runtime
+    await runtime.requests.shutdown("test over")
+    await runtime.writer.flush()
+    await close_writer_connection(runtime)
+    await runtime.aclose()
+
+
+async def close_writer_connection(runtime: Runtime) -> None:
+    """Close the database connection of the writer's thread (PostgreSQL drops a test database only once
+    nobody is connected to it)."""
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(runtime.writer._executor, connections.close_all)
+
+
+def channel_prefix(channel: str) -> str:
+    """The prefix ``new_channel(prefix)`` gave ``channel`` (``<prefix>.<process>!<random>``)."""
+    return channel.rsplit("!", 1)[0].rsplit(".", 1)[0]
+
+
+async def fence(runtime: Runtime) -> None:
+    """Return once ``runtime`` has acted on every message queued on its channel before now.
+
+    An :class:`AbortRequest` for an id nobody holds, with a reply channel: the runtime answers it after
+    every message before it (its channel is first in, first out). The reply channel has the prefix of the
+    runtime's own: channels_redis receives a process's channels of one prefix through one Redis key, and the
+    receive of another prefix waits for as long as the runtime's listener, waiting on its own key, holds the
+    layer's receive lock.
+    """
+    layer = get_channel_layer(mcp_settings.CHANNEL_LAYER)
+    reply_to = await layer.new_channel(prefix=channel_prefix(runtime.channel))
+    key = f"fence-{uuid.uuid4().hex}"
+    await layer.send(runtime.channel, to_event(AbortRequest(session_id="fence", key=key, reply_to=reply_to)))
+    answer = parse_event(await asyncio.wait_for(layer.receive(reply_to), WITHIN))
+    assert answer == AbortResult(session_id="fence", key=key, aborted=False), answer
+
+
+async def new_session() -> str:
+    """A session row (``end_session`` ends a stored session)."""
+    session_id = f"s-races-{uuid.uuid4().hex}"
+    await Session.objects.acreate(
+        id=session_id, server=RACES_SERVER, protocol_version=LATEST_VERSION, last_seen=timezone.now()
+    )
+    return session_id
+
+
+# -- requests ---------------------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
 class Request:
-    """A request A holds: its entry, and its handler (a task that settles it once released)."""
+    """A request a worker took: its entry, its handler's gate, and its deadline in seconds."""
 
-    entry: InFlight
-    release: asyncio.Event
-    result: dict[str, Any]
+    worker: Worker
+    entry: PendingRequest
+    gate: Gate
+    seconds: float | None
 
     @property
     def id(self) -> RequestId:
         return self.entry.request_id
 
+    @property
+    def record(self) -> LedgerRecord:
+        return self.entry.record
+
+    @property
+    def result(self) -> dict[str, Any]:
+        """The handler's own answer (the ``tools/call`` result of its gate)."""
+        return {
+            "jsonrpc": "2.0",
+            "id": self.id,
+            "result": {
+                "content": [{"type": "text", "text": self.gate.result}],
+                "structuredContent": {"result": self.gate.result},
+            },
+        }
+
 
 async def open_request(
-    a: WorkerA, session_id: str, request_id: RequestId, outcome: Outcome | None
+    worker: Worker, session_id: str, request_id: RequestId, tool: str = "held", *, runs: bool = True
 ) -> Request:
-    """A receives a request and starts its handler; for ``worker_death`` the ledger then says A died."""
-
-    async def deliver(entry: InFlight, response: dict[str, Any] | None) -> None:
-        a.delivered.append((entry.request_id, entry.state, response))
-
-    entry = await a.table.open(
-        session_id, request_id, "tools/call", deliver, name="slow", channel=a.channel, seconds=DEADLINE
+    """The worker takes a ``tools/call`` of ``tool``; with ``runs``, wait until its handler runs."""
+    gate = Gate(uuid.uuid4().hex[:12], asyncio.get_running_loop())
+    GATES[gate.name] = gate
+    message = parse_message(
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": {"gate": gate.name}},
+        }
     )
-    release = asyncio.Event()
-    result = result_response(request_id, {"content": [{"type": "text", "text": "done"}], "isError": False})
-
-    async def handler() -> bool:
-        await release.wait()
-        return await a.table.settle(entry, State.ANSWERED.value, result)
-
-    entry.task = asyncio.create_task(handler(), name=f"handler {request_id!r}")
-    if outcome is not None and outcome.name == "worker_death":
-        await held_by_dead_worker(entry.record)
-    return Request(entry, release, result)
-
-
-async def held_by_dead_worker(record: LedgerRecord) -> None:
-    """Rewrite the stored record as held by a worker without a lease.
-
-    Both tables live in this one process and so share ``WORKER_ID``, which ``settle_orphans`` skips as
-    its own; a stored record naming another worker is exactly what a dead worker leaves behind.
-    """
-    ledger = get_ledger()
-    if isinstance(ledger, DatabaseLedger):
-        await ledger.model.objects.filter(pk=record.pk).aupdate(worker=DEAD_WORKER_ID)
-    else:
-        assert isinstance(ledger, CacheLedger)
-        stored = await ledger.aget(record)
-        assert stored is not None
-        stored.worker = DEAD_WORKER_ID
-        ledger.cache.set(ledger._k("e", record.pk), dataclasses.asdict(stored), None)
+    assert isinstance(message, JSONRPCRequest)
+    runtime = worker.runtime
+    entry = await start_request(
+        runtime,
+        message,
+        server=races,
+        session=SessionState(id=session_id, protocol_version=LATEST_VERSION),
+        peer=Peer(runtime, session_id),
+        deliver=worker.deliver,
+    )
+    deadline = entry.record.deadline
+    assert entry.record.created is not None
+    seconds = (deadline - entry.record.created).total_seconds() if deadline is not None else None
+    request = Request(worker, entry, gate, seconds)
+    if runs:
+        assert entry.state == PENDING, entry.state
+        await asyncio.wait_for(gate.started.wait(), WITHIN)
+    return request
 
 
 async def handler_finishes(request: Request) -> bool:
-    """A's handler returns its result and settles; ``True`` if A won (``False``: lost, or was stopped)."""
-    request.release.set()
+    """Open the handler's gate and wait until it has returned and its task has ended; ``True`` if the
+    handler's answer settled the request."""
+    request.gate.open()
+    await asyncio.wait_for(request.gate.finished.wait(), WITHIN)
     task = request.entry.task
     assert task is not None
-    await asyncio.gather(task, return_exceptions=True)
-    return not task.cancelled() and task.result() is True
+    await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), WITHIN)
+    return request.entry.state == ANSWERED
 
 
-def winner_reply(outcome: Outcome, request_id: RequestId) -> dict[str, Any] | None:
-    """The reply B settles with (what ``answer``, ``aabort_requests``... build for that outcome)."""
-    if outcome.code is None:
+async def stopped(request: Request) -> bool:
+    """Whether the request's task has been stopped (cancelled) by the settlement."""
+    task = request.entry.task
+    assert task is not None
+    await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), WITHIN)
+    return task.cancelled()
+
+
+# -- what other workers do -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One way a request can end before its handler answers: the state it settles in, the tool it needs."""
+
+    name: str
+    state: str
+    tool: str = "held"
+
+
+OUTCOMES = [
+    Outcome("cancel", State.CANCELLED.value),
+    Outcome("session_end", State.CLOSED.value),
+    Outcome("deadline", State.TIMED_OUT.value, tool="held_deadline"),
+    Outcome("abort", State.ABORTED.value),
+]
+
+
+def winner_reply(outcome: Outcome, request: Request) -> dict[str, Any] | None:
+    """The reply a request settled by ``outcome`` gets (``None``: a cancel has none)."""
+    if outcome.name == "cancel":
         return None
-    if outcome.name == "deadline":
-        return error_response(
-            request_id, JSONRPCError(REQUEST_TIMEOUT, outcome.message, {"timeout": DEADLINE})
-        )
+    if outcome.name == "session_end":
+        return closed_response(request.id, SESSION_END)
     if outcome.name == "abort":
-        return aborted_response(request_id)
-    return closed_response(request_id, outcome.message.removeprefix("Connection closed: "))
+        return aborted_response(request.id)
+    assert outcome.name == "deadline"
+    seconds = request.seconds
+    assert seconds is not None
+    error = JSONRPCError(REQUEST_TIMEOUT, f"Request timed out after {seconds:g}s", {"timeout": seconds})
+    return error_response(request.id, error)
 
 
-def after_lease() -> Any:
-    """A moment past the lease of every request opened so far."""
+async def compete(outcome: Outcome, b: Worker, request: Request) -> Any:
+    """B ends A's request through the product's entry point for ``outcome`` (the deadline is A's own: wait
+    until it is due), then wait until A has acted on B's message. Returns what the entry point returned.
+
+    ``abort`` needs A's pending row in the ledger (the admin lists rows): the caller flushes A's writer.
+    """
+    a = request.worker
+    session_id = request.entry.session_id
+    assert session_id is not None
+    returned: Any = None
+    if outcome.name == "cancel":
+        returned = await b.runtime.cancel(session_id, request.id)
+    elif outcome.name == "session_end":
+        returned = await b.runtime.end_session(session_id, SESSION_END)
+    elif outcome.name == "abort":
+        assert request.record.pk is not None, "the row is not written yet: flush A's writer first"
+        returned = await aabort_requests([request.record.pk])
+    else:  # A's own timer: wait until it settled the request, or (settled already) until it was due
+        assert outcome.name == "deadline"
+        due = request.record.deadline
+        assert due is not None
+        if request.entry.state == PENDING:
+            await a.until_delivered(request)
+        # No event marks the moment of a timer that was disarmed: wait for the moment itself.
+        await asyncio.sleep(max(0.0, (due - timezone.now()).total_seconds()) + 0.01)
+    if not a.dead:
+        await fence(a.runtime)
+    return returned
+
+
+def b_won(outcome: Outcome, returned: Any) -> bool | None:
+    """Whether B's entry point reports that it settled the request (``None``: it cannot know)."""
+    if outcome.name == "abort":
+        return bool(returned)
+    return None
+
+
+async def stored(request: Request) -> tuple[str, dict[str, Any] | None]:
+    """(state, outcome) of the request's record, once the holder's writer has written what it has."""
+    if not request.worker.dead:
+        await request.worker.runtime.writer.flush()
+    assert request.record.pk is not None, "never written"
+    record = await get_ledger().aget(request.record)
+    assert record is not None
+    return record.state, record.outcome
+
+
+def outcome_of(response: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the ledger records of a reply (``mcp_server.protocol.settlement.outcome_of``, restated)."""
+    if response is None:
+        return None
+    if "error" in response:
+        return {"error": {"code": response["error"]["code"], "message": response["error"]["message"]}}
+    return {"result": True}
+
+
+ORPHAN_OUTCOME = {"error": {"code": -32000, "message": f"Connection closed: {ORPHAN_REASON}"}}
+
+
+# -- the death of a worker ---------------------------------------------------------------------------------
+
+
+async def dies(worker: Worker, *, last_batch: bool = True) -> None:
+    """The worker's process stops: its channel listener, lease renewal and writer stop; nothing it holds is
+    settled, delivered or written from here on. With ``last_batch``, its writer wrote everything it had
+    queued first (without: the settlements of its last interval are lost, as in a crash)."""
+    runtime = worker.runtime
+    if last_batch:
+        await runtime.writer.flush()
+    await close_writer_connection(runtime)
+    for task in runtime._tasks:  # the listener and the upkeep (no public way to stop them and not flush)
+        task.cancel()
+    await asyncio.gather(*runtime._tasks, return_exceptions=True)
+    runtime._tasks.clear()
+    await get_channel_layer(mcp_settings.CHANNEL_LAYER).group_discard(WORKERS_GROUP, runtime.channel)
+    worker.dead = True
+
+
+def in_the_past() -> datetime:
+    return timezone.now() - timedelta(seconds=1)
+
+
+def after_lease() -> datetime:
+    """A moment past the lease of every request opened so far (``now`` for ``settle_orphans``)."""
     return timezone.now() + timedelta(seconds=float(mcp_settings.LEASE_TIMEOUT) + 1)
 
 
-async def remote_settles(b: InFlightTable, outcome: Outcome, request: Request) -> int:
-    """Worker B ends A's request through the product's entry point for that outcome; how many it settled."""
-    session_id, request_id = request.entry.session_id, request.id
-    assert session_id is not None
-    if outcome.name == "cancel":
-        return int(await b.cancel(session_id, request_id))
-    if outcome.name == "session_end":
-        return await b.close_session(session_id, SESSION_END)
-    if outcome.name == "worker_death":
-        return await b.settle_orphans(after_lease())
-    # A deadline or an operator's abort (as ``aabort_requests`` does): the pending record, then settle it.
-    record = await pending_record(request)
-    if record is None:
-        return 0
-    return int(await b.settle_record(record, outcome.state, winner_reply(outcome, request_id)))
-
-
-async def remote_half_settles(outcome: Outcome, request: Request) -> None:
-    """B's ``CacheLedger._settle`` has done its compare-and-set (``add``) and not yet its record write."""
+async def lease_runs_out(worker: Worker) -> None:
+    """The worker's lease expires in the ledger, as it does ``LEASE_TIMEOUT`` after it stopped renewing it:
+    its records' ``lease_expires`` pass (what the database ledger and an operator's abort look at), and its
+    lease key goes (what the cache ledger looks at, with the records' age)."""
     ledger = get_ledger()
+    worker_id = worker.runtime.worker_id
+    if isinstance(ledger, DatabaseLedger):
+        await ledger.model.objects.filter(worker=worker_id).aupdate(lease_expires=in_the_past())
+        return
     assert isinstance(ledger, CacheLedger)
-    assert ledger.cache.add(ledger._k("s", request.entry.record.pk), outcome.state, 60)
 
+    def expire() -> None:
+        ledger.cache.delete(ledger._k("w", worker_id))
+        for record in ledger._pending(None, None):
+            if record.worker == worker_id:
+                expired = dataclasses.replace(record, lease_expires=in_the_past())
+                ledger.cache.set(ledger._k("e", record.pk), dataclasses.asdict(expired), None)
 
-async def stale_remote_settles(b: InFlightTable, outcome: Outcome, record: LedgerRecord) -> bool:
-    """B settles from a record it read while the request was still pending (every path above ends here)."""
-    return await b.settle_record(record, outcome.state, winner_reply(outcome, record.request_id))
-
-
-async def pending_record(request: Request) -> LedgerRecord | None:
-    return await get_ledger().aget_pending(request.entry.session_id, request.entry.record.request_key)
-
-
-async def messages_arrive(a: WorkerA) -> int:
-    """Everything queued on A's channel reaches A (as the consumer's ``mcp_settled`` does); how many settled.
-
-    A sentinel sent last, and received, proves nothing else was queued (a channel is first in, first out).
-    """
-    await a.layer.send(a.channel, {"type": SENTINEL})
-    settled = 0
-    while True:
-        message = await asyncio.wait_for(a.layer.receive(a.channel), 10)
-        if message["type"] == SENTINEL:
-            return settled
-        assert message["type"] == "mcp.settled", message
-        settled += 1
-        await a.table.finish_remote(
-            message["session_id"], message["key"], message["state"], message["response"]
-        )
-
-
-async def stored_outcome(request: Request) -> tuple[str, dict[str, Any] | None]:
-    stored = await get_ledger().aget(request.entry.record)
-    assert stored is not None
-    return stored.state, stored.outcome
-
-
-def is_winner_reply(outcome: Outcome, request_id: RequestId, response: dict[str, Any] | None) -> bool:
-    """Whether ``response`` is the reply of ``outcome`` (code and message: the ledger keeps no ``data``).
-
-    A loser that reads the cache ledger between the winner's compare-and-set and its record write knows the
-    state but not the wording: it answers with the state's generic error (``UNRECORDED``), same code.
-    """
-    if outcome.code is None:
-        return response is None
-    messages = {outcome.message, UNRECORDED[outcome.state][1]}
-    return (
-        response is not None
-        and response.get("id") == request_id
-        and "result" not in response
-        and response.get("error", {}).get("code") == outcome.code
-        and response["error"].get("message") in messages
-    )
-
-
-async def stop(table: InFlightTable) -> None:
-    """Stop the table's ledger upkeep task (started by its first ``open``)."""
-    task = table._maintenance
-    if task is not None:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    await sync_to_async(expire, thread_sensitive=False)()

@@ -1,18 +1,21 @@
-"""I1, I5, I7, I8 under races: worker A serves a request, a competing settlement is decided through worker B.
+"""I1, I5, I7, I8 under races: worker A serves a request, a competing settlement comes through worker B.
 
 Two Daphne workers per ledger backend (the database ledger on PostgreSQL, the cache ledger on Redis) share
 one PostgreSQL database and one Redis namespace. The handler is ``race_gate`` (tests/testapp/mcp.py): a sync
 tool that blocks its worker thread until the test opens its gate with an ``RPUSH`` on Redis, and reports its
 start and its end on Redis lists the test waits on with ``BLPOP``. A thread is not stopped by a cancel, so
-the handler really does finish after the winner, at a moment the test chooses.
+the handler really does finish after the winner, at a moment the test chooses. The worker holding a request
+decides its settlement in memory; B reaches it with a channel-layer message; each worker writes the ledger
+behind its requests, so the tests wait for records (:func:`pending_pk`, :func:`settled_entry`).
 
 - Order 1: the competing settlement (a cancel or a DELETE posted to B, an operator's abort on B's admin, the
   deadline, the death of A) wins while the handler still runs; the client gets exactly the winner's reply
   before the handler ends, and nothing more once it has ended.
 - Order 2: the handler's answer is delivered first; the competing action then changes nothing.
-- B decides, then stalls before telling A: A's handler, settling second, must deliver B's decision read
-  from the ledger (the loser path of ``InFlightTable.settle``), never its own result.
-- The same request id posted to A, then to B while it is pending: the ledger refuses it on B.
+- B's message held up: B has received the cancel, the DELETE or the abort, and is stopped (SIGSTOP) before
+  it can tell A; A's handler answers, the client gets that answer once, and B's message, once B resumes,
+  changes nothing.
+- The same request id posted to A, then to B while it is pending: the ledger refuses it at B's next batch.
 """
 
 from __future__ import annotations
@@ -35,8 +38,10 @@ import httpx
 import psycopg
 import pytest
 import redis.asyncio as aioredis
+from channels_redis.core import RedisChannelLayer
 from psycopg.rows import dict_row
 
+from mcp_server.wire.messages import AbortRequest, AbortResult, parse_event, to_event
 from tests.admin_helpers import admin_client, create_superuser
 from tests.live import (
     REDIS_URL,
@@ -190,7 +195,8 @@ class Gates:
         return bytes(popped[1])
 
     async def started(self, gate: str) -> dict[str, Any]:
-        """Wait until the gated handler runs; its ``{"pid", "pk"}`` (worker process, ledger key)."""
+        """Wait until the gated handler runs; its ``{"pid", "pk"}`` (worker process, ledger key: ``None``, the
+        worker writing the record behind the request, see :func:`pending_pk`)."""
         report: dict[str, Any] = json.loads(await self._pop("started", gate))
         return report
 
@@ -248,6 +254,8 @@ class Entry:
     outcome: dict[str, Any] | None
     deadline: datetime | None
     settled_at: datetime | None
+    channel: str
+    """The channel of the worker that holds (held) the request."""
 
 
 def cache_value(raw: bytes) -> Any:
@@ -263,7 +271,9 @@ async def ledger_entry(site: Site, pk: int) -> Entry:
     if site.uses_database_ledger:
         async with await psycopg.AsyncConnection.connect(site.database, row_factory=dict_row) as db:
             cursor = await db.execute(
-                "SELECT state, outcome, deadline, settled_at FROM mcp_server_ledgerentry WHERE id = %s", (pk,)
+                "SELECT state, outcome, deadline, settled_at, channel"
+                " FROM mcp_server_ledgerentry WHERE id = %s",
+                (pk,),
             )
             row = await cursor.fetchone()
         assert row is not None, f"no ledger row {pk}"
@@ -280,11 +290,66 @@ async def ledger_entry(site: Site, pk: int) -> Entry:
     state = record["state"]
     if state == "pending" and settled is not None:
         state = cache_value(settled)
-    return Entry(state, record["outcome"], record["deadline"], record["settled_at"])
+    return Entry(state, record["outcome"], record["deadline"], record["settled_at"], record["channel"])
+
+
+async def pending_pk(site: Site, session_id: str, request_id: int | str) -> int:
+    """The ledger key of the request's pending record, once its worker has written it.
+
+    The worker writes it behind the request (``LEDGER_FLUSH_INTERVAL``): the handler runs before it exists,
+    so the record is waited for. The request must stay pending meanwhile (its handler held by a gate).
+    """
+    found: list[int] = []
+
+    async def written() -> bool:
+        if site.uses_database_ledger:
+            async with await psycopg.AsyncConnection.connect(site.database) as db:
+                cursor = await db.execute(
+                    "SELECT id FROM mcp_server_ledgerentry"
+                    " WHERE session_id = %s AND request_key = %s AND state = 'pending'",
+                    (session_id, request_key(request_id)),
+                )
+                row = await cursor.fetchone()
+            pk = None if row is None else int(row[0])
+        else:
+            client = aioredis.Redis.from_url(REDIS_URL)
+            try:
+                raw = await client.get(f"{site.prefix}:1:mcp:ledger:k:{session_id}:{request_key(request_id)}")
+            finally:
+                await client.aclose()
+            pk = None if raw is None else int(cache_value(raw))
+        found[:] = [] if pk is None else [pk]
+        return bool(found)
+
+    await wait_for(written, f"the pending record of request {request_id!r}", within=REPLY_WITHIN)
+    return found[0]
+
+
+async def settled_entry(site: Site, pk: int, within: float = REPLY_WITHIN) -> Entry:
+    """The record ``pk`` once its settlement is written (behind the reply that settled it)."""
+
+    async def settled() -> bool:
+        return (await ledger_entry(site, pk)).state != "pending"
+
+    await wait_for(settled, f"the settlement of ledger record {pk} to be written", within=within)
+    return await ledger_entry(site, pk)
 
 
 def outcome_of(error: dict[str, Any] | None) -> dict[str, Any] | None:
     return None if error is None else {"error": error}
+
+
+async def ledger_drained(session: McpSession, b: LiveServer, of: str | None = None) -> None:
+    """Wait until the ledger holds nothing pending of the session (or of session ``of``), asked of ``b``.
+
+    Each worker writes its settlements behind its replies (``LEDGER_FLUSH_INTERVAL``): a request answered a
+    moment ago may still have a pending record, written before it was answered.
+    """
+
+    async def drained() -> bool:
+        return await session.ledger_pending(b, of=of) == []
+
+    await wait_for(drained, "the ledger to record every settlement", within=REPLY_WITHIN)
 
 
 async def stats_pending(session: McpSession, worker: LiveServer) -> list[int | str]:
@@ -296,17 +361,27 @@ async def stats_pending(session: McpSession, worker: LiveServer) -> list[int | s
 # -- the competing actions, through worker B --------------------------------------------------------------
 
 
-async def abort_through(b: LiveServer, pk: int) -> dict[str, Any]:
-    """The admin's abort endpoint on B (``aabort_requests`` runs in B's process); its report."""
+async def abort_page(b: LiveServer) -> tuple[httpx.AsyncClient, str]:
+    """An admin signed in on B, on the live page: the client and the page's CSRF token."""
     admin = await admin_client(b.base)
+    page = await admin.get("/admin/mcp_server/ledgerentry/live/")
+    assert page.status_code == 200, page.text
+    return admin, page.text.split('name="csrfmiddlewaretoken" value="', 1)[1].split('"', 1)[0]
+
+
+async def abort_on(admin: httpx.AsyncClient, token: str, pk: int) -> dict[str, Any]:
+    """The admin's abort endpoint (``aabort_requests`` runs in that worker's process); its report."""
+    answer = await admin.post(ABORT_PATH, data={"pk": [str(pk)], "csrfmiddlewaretoken": token})
+    assert answer.status_code == 200, answer.text
+    report: dict[str, Any] = answer.json()
+    return report
+
+
+async def abort_through(b: LiveServer, pk: int) -> dict[str, Any]:
+    """The admin's abort endpoint on B; its report."""
+    admin, token = await abort_page(b)
     try:
-        page = await admin.get("/admin/mcp_server/ledgerentry/live/")
-        assert page.status_code == 200, page.text
-        token = page.text.split('name="csrfmiddlewaretoken" value="', 1)[1].split('"', 1)[0]
-        answer = await admin.post(ABORT_PATH, data={"pk": [str(pk)], "csrfmiddlewaretoken": token})
-        assert answer.status_code == 200, answer.text
-        report: dict[str, Any] = answer.json()
-        return report
+        return await abort_on(admin, token, pk)
     finally:
         await admin.aclose()
 
@@ -363,14 +438,14 @@ async def test_winner_first_then_the_handler_finishes(
     call = asyncio.ensure_future(session.post(a, gated_call(gate, 1, tool)))
     started = await gates.started(gate)
     assert started["pid"] == a.process.pid
-    pk = int(started["pk"])
+    pk = await pending_pk(site, session.id, 1)
 
     report = await compete(action, session, b, 1, pk)
     response = await asyncio.wait_for(call, REPLY_WITHIN)
     assert not await gates.has_finished(gate), "the reply must not wait for the handler"
     assert_winner_reply(response, mode, action, 1)
     state, error = WINNERS[action]
-    decided = await ledger_entry(site, pk)
+    decided = await settled_entry(site, pk)
     assert (decided.state, decided.outcome) == (state, outcome_of(error))
     if action == "abort":
         assert report == {"aborted": [pk], "skipped": []}
@@ -380,10 +455,10 @@ async def test_winner_first_then_the_handler_finishes(
     assert await gates.finished(gate) == f"gate {gate} opened"
     if action == "delete":
         observer = await open_session(http, a)
-        assert await observer.ledger_pending(b, of=session.id) == []
+        await ledger_drained(observer, b, of=session.id)
     else:
         assert await stats_pending(session, a) == []
-        assert await session.ledger_pending(b) == []
+        await ledger_drained(session, b)
         assert await session.call(b, 1, "test/echo", {"again": True}) == {"params": {"again": True}}
     assert await ledger_entry(site, pk) == decided
 
@@ -400,8 +475,9 @@ async def test_winner_first_while_the_exchange_stays_open(
     tool = "race_gate_deadline" if action == "deadline" else "race_gate"
     batch = [gated_call(victim, "v", tool), gated_call(companion, "c")]
     call = asyncio.ensure_future(session.post(a, batch))
-    pk = int((await gates.started(victim))["pk"])
+    assert (await gates.started(victim))["pid"] == a.process.pid
     assert (await gates.started(companion))["pid"] == a.process.pid
+    pk = await pending_pk(site, session.id, "v")
 
     await compete(action, session, b, "v", pk)
 
@@ -410,7 +486,7 @@ async def test_winner_first_while_the_exchange_stays_open(
 
     await wait_for(victim_dropped, "worker A to settle the victim", within=REPLY_WITHIN)
     state, error = WINNERS[action]
-    decided = await ledger_entry(site, pk)
+    decided = await settled_entry(site, pk)
     assert (decided.state, decided.outcome) == (state, outcome_of(error))
 
     await gates.open(victim)
@@ -429,7 +505,7 @@ async def test_winner_first_while_the_exchange_stays_open(
         messages = messages[:-1]
     assert [gate_answer(m) for m in messages] == [("c", f"gate {companion} opened")]
     assert await ledger_entry(site, pk) == decided
-    assert await session.ledger_pending(b) == []
+    await ledger_drained(session, b)
 
 
 # -- order 2: the handler's answer first, then the competing action ---------------------------------------
@@ -444,12 +520,13 @@ async def test_answer_first_then_the_competing_action_changes_nothing(
     gate = gates.new()
     tool = "race_gate_deadline" if action == "deadline" else "race_gate"
     call = asyncio.ensure_future(session.post(a, gated_call(gate, 1, tool)))
-    pk = int((await gates.started(gate))["pk"])
+    assert (await gates.started(gate))["pid"] == a.process.pid
+    pk = await pending_pk(site, session.id, 1)
     await gates.open(gate)
     response = await asyncio.wait_for(call, REPLY_WITHIN)
     assert_framing(response, mode)
     assert gate_answers(response) == [(1, f"gate {gate} opened")]
-    answered = await ledger_entry(site, pk)
+    answered = await settled_entry(site, pk)
     assert (answered.state, answered.outcome) == ("answered", {"result": True})
 
     report = await compete(action, session, b, 1, pk)
@@ -464,13 +541,13 @@ async def test_answer_first_then_the_competing_action_changes_nothing(
     if action == "delete":
         observer = await open_session(http, a)
         assert await ledger_entry(site, pk) == answered
-        assert await observer.ledger_pending(b, of=session.id) == []
+        await ledger_drained(observer, b, of=session.id)
         for worker in (a, b):
             assert (await session.post(worker, rpc("ping", None, 2))).status_code == 404
     else:
         assert await stats_pending(session, a) == []
         assert await ledger_entry(site, pk) == answered
-        assert await session.ledger_pending(b) == []
+        await ledger_drained(session, b)
 
 
 # -- worker death ------------------------------------------------------------------------------------------
@@ -499,46 +576,86 @@ async def test_worker_death_settles_what_is_pending_and_never_what_was_answered(
     session = await open_session(http, b)
     answered_gate, running_gate = gates.new(), gates.new()
     first = asyncio.ensure_future(session.post(a, gated_call(answered_gate, "x")))
-    x = int((await gates.started(answered_gate))["pk"])
+    assert (await gates.started(answered_gate))["pid"] == a.process.pid
+    x = await pending_pk(site, session.id, "x")
     await gates.open(answered_gate)
     response = await asyncio.wait_for(first, REPLY_WITHIN)
     assert gate_answers(response) == [("x", f"gate {answered_gate} opened")]
-    answered = await ledger_entry(site, x)
+    answered = await settled_entry(site, x)  # written before A dies
     assert answered.state == "answered"
 
     second = asyncio.ensure_future(session.post(a, gated_call(running_gate, "y")))
     started = await gates.started(running_gate)
     assert started["pid"] == a.process.pid
-    y = int(started["pk"])
+    y = await pending_pk(site, session.id, "y")  # written before A dies
     a.process.send_signal(signal.SIGKILL)
     await asyncio.to_thread(a.process.wait, 10)
     with pytest.raises(httpx.TransportError):
         await asyncio.wait_for(second, REPLY_WITHIN)
 
-    async def settled() -> bool:
-        return (await ledger_entry(site, y)).state != "pending"
-
-    await wait_for(settled, "a survivor to settle the dead worker's request", within=10 * LEASE)
-    closed = await ledger_entry(site, y)
+    closed = await settled_entry(site, y, within=10 * LEASE)  # by a survivor
     assert (closed.state, closed.outcome) == ("closed", {"error": {"code": -32000, "message": DEAD_WORKER}})
     assert await ledger_entry(site, x) == answered
-    assert await session.ledger_pending(b) == []
+    await ledger_drained(session, b)
 
 
-# -- B decides, then stalls before it tells A ---------------------------------------------------------------
+# -- B's message is held up; A's handler answers first ------------------------------------------------------
+
+DELAYED = [
+    pytest.param("db", "cancel", id="db-cancel"),
+    pytest.param("db", "delete", id="db-delete"),
+    pytest.param("db", "abort", id="db-abort"),
+    pytest.param("cache", "cancel", id="cache-cancel"),
+    pytest.param("cache", "delete", id="cache-delete"),
+]
+"""Where B can be held: a cancel reads the session (B has not seen it yet), a DELETE ends the session row,
+an abort reads the ledger record (a row only with the database ledger: a Redis read cannot be held)."""
 
 
-@pytest.mark.parametrize("action", ["cancel", "delete", "abort"])
-async def test_handler_settling_second_delivers_the_winner_read_from_the_ledger(
-    action: str, sites: dict[str, Site], http: httpx.AsyncClient
+async def b_waits_on_the_lock(site: Site, locker_pid: int, statement: str, *needles: str) -> bool:
+    """Whether a backend other than ``locker_pid`` waits on a lock while running ``statement`` ... with
+    each of ``needles`` in its text (Django binds parameters client-side: the values are in the text)."""
+    async with await psycopg.AsyncConnection.connect(site.database, autocommit=True) as db:
+        cursor = await db.execute(
+            "SELECT query FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> %s",
+            (locker_pid,),
+        )
+        queries = [str(row[0]) for row in await cursor.fetchall()]
+    return any(q.startswith(statement) and all(n in q for n in needles) for q in queries)
+
+
+async def fence(site: Site, channel: str) -> None:
+    """Return once the worker whose channel is ``channel`` has acted on every message sent to it before.
+
+    An operator's abort of an id nobody holds, with a reply channel, from this process over the site's
+    Redis channel layer: the worker answers it after the messages before it (its channel is first in,
+    first out, by the time each was sent).
+    """
+    layer = RedisChannelLayer(hosts=[{"address": REDIS_URL, "socket_timeout": None}], prefix=site.prefix)
+    try:
+        reply_to = await layer.new_channel()
+        key = f"fence-{secrets.token_hex(4)}"
+        await layer.send(channel, to_event(AbortRequest(session_id="fence", key=key, reply_to=reply_to)))
+        answer = parse_event(await asyncio.wait_for(layer.receive(reply_to), REPLY_WITHIN))
+        assert answer == AbortResult(session_id="fence", key=key, aborted=False), answer
+    finally:
+        await layer.close_pools()
+
+
+@pytest.mark.parametrize(("label", "action"), DELAYED)
+async def test_a_settlement_message_held_up_past_the_answer_changes_nothing(
+    label: str, action: str, sites: dict[str, Site], http: httpx.AsyncClient
 ) -> None:
-    """B's settlement is in the ledger but its message to A is not yet out: A's handler ends meanwhile.
+    """B has received the client's cancel or DELETE, or an operator's abort, but its message to A is held up:
+    A's handler answers first, and the client gets that answer, once; B's message, when it comes, changes
+    nothing.
 
-    The test holds the row lock, so B's compare-and-set waits in PostgreSQL; B is then stopped (SIGSTOP)
-    and the lock released: B's UPDATE commits in the database while B itself cannot send anything. A's
-    handler then finishes and loses the compare-and-set: A must deliver what the ledger says B decided.
-    Only the database ledger can be held this way (a Redis ``SET NX`` cannot be made to wait)."""
-    site = sites["db"]
+    The test holds a lock in PostgreSQL where B must pass before it tells A (the session B reads for the
+    cancel, the session row B ends for the DELETE, the ledger row B reads for the abort), waits until B's
+    query waits on it, stops B (SIGSTOP) and releases the lock: B's query completes in the database (the
+    DELETE's session is ended there) while B itself can send nothing. A's handler then finishes; B resumes."""
+    site = sites[label]
     a, b = site.pair("json")
     client = aioredis.Redis.from_url(REDIS_URL, socket_timeout=None)
     gates = Gates(client, site.prefix)
@@ -547,59 +664,87 @@ async def test_handler_settling_second_delivers_the_winner_read_from_the_ledger(
     call = asyncio.ensure_future(session.post(a, gated_call(gate, 1)))
     stopped = False
     competing: asyncio.Future[Any] | None = None
+    admin: httpx.AsyncClient | None = None
     try:
-        pk = int((await gates.started(gate))["pk"])
+        assert (await gates.started(gate))["pid"] == a.process.pid
+        pk = await pending_pk(site, session.id, 1)
+        channel = (await ledger_entry(site, pk)).channel
+        if action == "abort":  # signed in before the lock: only the abort itself waits on it
+            admin, token = await abort_page(b)
         async with await psycopg.AsyncConnection.connect(site.database) as locker:
-            await locker.execute("SELECT id FROM mcp_server_ledgerentry WHERE id = %s FOR UPDATE", (pk,))
+            if action == "cancel":  # B has not read this session yet: it must, to take the cancel
+                await locker.execute("LOCK TABLE mcp_server_session IN ACCESS EXCLUSIVE MODE")
+                held: tuple[str, ...] = ("SELECT", '"mcp_server_session"', session.id)
+            elif action == "delete":  # B reads the session, then must end its row
+                await locker.execute(
+                    "SELECT id FROM mcp_server_session WHERE id = %s FOR UPDATE", (session.id,)
+                )
+                held = ('UPDATE "mcp_server_session"', session.id)
+            else:  # B must read the ledger record it aborts
+                await locker.execute("LOCK TABLE mcp_server_ledgerentry IN ACCESS EXCLUSIVE MODE")
+                held = ("SELECT", f'"mcp_server_ledgerentry"."id" = {pk}')
             row = await (await locker.execute("SELECT pg_backend_pid()")).fetchone()
             assert row is not None
-            locker_pid = row[0]
-            competing = asyncio.ensure_future(compete(action, session, b, 1, pk))
+            locker_pid = int(row[0])
+            if admin is not None:
+                competing = asyncio.ensure_future(abort_on(admin, token, pk))
+            else:
+                competing = asyncio.ensure_future(compete(action, session, b, 1, pk))
 
             async def b_waits() -> bool:
-                # B's UPDATE waits on our lock, directly or behind A's lease renewal (which also waits on
-                # it). Only B sets a state now: A's handler is still held by its gate.
-                async with await psycopg.AsyncConnection.connect(site.database, autocommit=True) as db:
-                    cursor = await db.execute(
-                        "SELECT query FROM pg_stat_activity"
-                        " WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> %s",
-                        (locker_pid,),
-                    )
-                    queries = [str(row[0]) for row in await cursor.fetchall()]
-                return any(q.startswith('UPDATE "mcp_server_ledgerentry" SET "state"') for q in queries)
+                return await b_waits_on_the_lock(site, locker_pid, *held)
 
-            await wait_for(b_waits, "worker B's compare-and-set to wait on the row lock")
+            await wait_for(b_waits, f"worker B's {action} to wait on the lock", within=REPLY_WITHIN)
             os.kill(b.process.pid, signal.SIGSTOP)
             stopped = True
             _pid, status = await asyncio.to_thread(os.waitpid, b.process.pid, os.WUNTRACED)
-            assert os.WIFSTOPPED(status)  # B is stopped before its UPDATE can return to it
+            assert os.WIFSTOPPED(status)  # B is stopped before its query can return to it
             await locker.rollback()
 
-        state, error = WINNERS[action]
+        if action == "delete":  # B's UPDATE completes in the database while B is stopped
 
-        async def decided() -> bool:
-            return (await ledger_entry(site, pk)).state == state
+            async def ended() -> bool:
+                async with await psycopg.AsyncConnection.connect(site.database) as db:
+                    cursor = await db.execute(
+                        "SELECT ended_at IS NOT NULL FROM mcp_server_session WHERE id = %s", (session.id,)
+                    )
+                    row = await cursor.fetchone()
+                return row is not None and bool(row[0])
 
-        await wait_for(decided, "B's UPDATE to commit while B is stopped")
-        assert not competing.done()
-
+            await wait_for(ended, "B's UPDATE to end the session while B is stopped")
         await gates.open(gate)
         response = await asyncio.wait_for(call, REPLY_WITHIN)
         assert await gates.finished(gate) == f"gate {gate} opened"
-        assert_winner_reply(response, "json", action, 1)
+        assert_framing(response, "json")
+        assert gate_answers(response) == [(1, f"gate {gate} opened")]  # the handler's answer, once
+        answered = await settled_entry(site, pk)
+        assert (answered.state, answered.outcome) == ("answered", {"result": True})
+        assert not competing.done()
     finally:
         if stopped:
             os.kill(b.process.pid, signal.SIGCONT)
         await gates.release_all()
         await client.aclose()
     assert competing is not None
-    report = await asyncio.wait_for(competing, REPLY_WITHIN)
+    try:
+        report = await asyncio.wait_for(competing, 2 * REPLY_WITHIN)
+    finally:
+        if admin is not None:
+            await admin.aclose()
     if action == "abort":
-        assert report == {"aborted": [pk], "skipped": []}
-    assert (await ledger_entry(site, pk)).outcome == outcome_of(error)
-    if action != "delete":
+        assert report == {"aborted": [], "skipped": [pk]}  # A no longer held it
+    await fence(site, channel)  # B's message has reached A, and A has acted on it
+    assert await ledger_entry(site, pk) == answered
+    if action == "delete":  # A dropped the session B ended
+        assert (await session.post(a, rpc("ping", None, 2))).status_code == 404
+    else:
         assert await stats_pending(session, a) == []
-        assert await session.ledger_pending(b) == []
+    if action == "cancel":
+        # A cancel for an id nobody holds is remembered (it may have overtaken its request, I9): per the MCP
+        # specification an id is not reused in a session, so a request with id 1 now is taken for the
+        # cancelled one, late: settled without running, and answered with nothing (JSON: 202).
+        reused = await session.post(a, rpc("test/echo", {"reused": True}, 1))
+        assert (reused.status_code, reused.content) == (202, b""), reused.text
 
 
 # -- the same id on two workers ----------------------------------------------------------------------------
@@ -608,31 +753,52 @@ async def test_handler_settling_second_delivers_the_winner_read_from_the_ledger(
 async def test_a_pending_id_is_refused_on_another_worker_and_free_once_settled(
     site: Site, mode: str, http: httpx.AsyncClient, gates: Gates
 ) -> None:
+    """B's memory does not know an id pending at A; B writes its records behind its requests, so the ledger
+    refuses B's record at B's next batch, and B answers -32600 then (a duplicate that finished before that
+    batch would have been answered: the refusal needs a request still pending, here a gated one)."""
     a, b = site.pair(mode)
     session = await open_session(http, a)
-    gate = gates.new()
+    gate, duplicate_gate = gates.new(), gates.new()
     call = asyncio.ensure_future(session.post(a, gated_call(gate, 41)))
     assert (await gates.started(gate))["pid"] == a.process.pid
+    held_pk = await pending_pk(site, session.id, 41)
     assert await session.ledger_pending(b) == [41]
     assert 41 not in await stats_pending(session, b)  # B's memory does not know it: the ledger must refuse
 
-    duplicate = await session.post(b, rpc("test/echo", {"duplicate": True}, 41))
+    duplicate = await session.post(b, gated_call(duplicate_gate, 41))
     refusal = {"code": -32600, "message": "Request id 41 is already in flight in this session"}
     assert messages_of(duplicate) == [{"jsonrpc": "2.0", "id": 41, "error": refusal}]
+    assert (await gates.started(duplicate_gate))["pid"] == b.process.pid  # it ran until the refusal
+    await gates.open(duplicate_gate)
+    assert await gates.finished(duplicate_gate) == f"gate {duplicate_gate} opened"
     assert await session.ledger_pending(b) == [41]
     assert not call.done()
 
     await gates.open(gate)
     response = await asyncio.wait_for(call, REPLY_WITHIN)
     assert gate_answers(response) == [(41, f"gate {gate} opened")]
-    # Settled: the id is free again, on either worker.
+    # Settled, and recorded (A writes it behind its answer: until then another worker's batch would find the
+    # id pending in the ledger): the id is free again, on either worker.
+    await settled_entry(site, held_pk)
     assert await session.call(b, 41, "test/echo", {"on": "b"}) == {"params": {"on": "b"}}
     assert await session.call(a, 41, "test/echo", {"on": "a"}) == {"params": {"on": "a"}}
-    assert await session.ledger_pending(b) == []
+
+    await ledger_drained(session, b)
     if site.uses_database_ledger:
-        async with await psycopg.AsyncConnection.connect(site.database) as db:
-            cursor = await db.execute(
-                "SELECT state FROM mcp_server_ledgerentry WHERE session_id = %s AND request_key = %s",
-                (session.id, request_key(41)),
-            )
-            assert [row[0] for row in await cursor.fetchall()] == ["answered"] * 3
+        outcomes: list[Any] = []
+
+        async def all_written() -> bool:  # four records: A's, B's refused one, and the two echoes
+            async with await psycopg.AsyncConnection.connect(site.database) as db:
+                cursor = await db.execute(
+                    "SELECT state, outcome FROM mcp_server_ledgerentry"
+                    " WHERE session_id = %s AND request_key = %s ORDER BY id",
+                    (session.id, request_key(41)),
+                )
+                outcomes[:] = await cursor.fetchall()
+            return len(outcomes) == 4 and all(state != "pending" for state, _ in outcomes)
+
+        await wait_for(all_written, "every record of id 41, settled")
+        assert sorted(state for state, _ in outcomes) == ["answered"] * 4
+        assert sorted(json.dumps(outcome, sort_keys=True) for _, outcome in outcomes) == sorted(
+            json.dumps(o, sort_keys=True) for o in [{"error": refusal}, *[{"result": True}] * 3]
+        )
