@@ -153,6 +153,27 @@ def services_problem() -> str | None:
     return None
 
 
+def require_services() -> None:
+    """Skip the test when Redis or PostgreSQL cannot be used; under ``CI`` fail it (.ci/run installs them)."""
+    import pytest
+
+    problem = services_problem()
+    if problem is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set and a service is missing: {problem}")
+        pytest.skip(problem)
+
+
+@contextmanager
+def shared_site() -> Iterator[dict[str, str]]:
+    """The environment of workers of one site on a fresh PostgreSQL database and a Redis namespace of its
+    own (sessions and ledger in PostgreSQL; channel layer and cache on Redis). Skips (under CI: fails)
+    without them."""
+    require_services()
+    with postgres_database() as database, redis_namespace() as prefix:
+        yield {"DATABASE_URL": database, "REDIS_URL": REDIS_URL, "MCP_TEST_REDIS_PREFIX": prefix}
+
+
 @contextmanager
 def postgres_database() -> Iterator[str]:
     """A fresh, migrated database ``mcp_test_<random>``, dropped afterwards; yields its URL."""

@@ -8,7 +8,6 @@ delivers the one reply through worker A, which holds the client's POST.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,11 +20,9 @@ from psycopg.rows import dict_row
 from mcp_server.wire.errors import CONNECTION_CLOSED, REQUEST_ABORTED
 from tests.admin_helpers import admin_client, create_superuser, run_action
 from tests.live import (
-    REDIS_URL,
     LiveServer,
-    postgres_database,
-    redis_namespace,
-    services_problem,
+    require_services,
+    shared_site,
     start_server,
 )
 from tests.raw import messages_of, open_session, rpc
@@ -36,20 +33,15 @@ SLOW = {"name": "slow", "arguments": {"seconds": 30}}
 @pytest.fixture(scope="module")
 def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, LiveServer, str]]:
     """Worker A (JSON responses) and worker B (SSE) of one site, and the site's database URL."""
-    problem = services_problem()
-    if problem is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI is set and a service is missing: {problem}")
-        pytest.skip(problem)
+    require_services()
     directory: Path = tmp_path_factory.mktemp("admin-multiprocess")
-    with postgres_database() as database, redis_namespace() as prefix:
-        env = {"DATABASE_URL": database, "REDIS_URL": REDIS_URL, "MCP_TEST_REDIS_PREFIX": prefix}
+    with shared_site() as env:
         a = start_server(directory, {"RESPONSE_MODE": "json"}, name="a", **env)
         try:
             b = start_server(directory, {"RESPONSE_MODE": "sse"}, name="b", **env)
             try:
                 create_superuser(b)
-                yield a, b, database
+                yield a, b, env["DATABASE_URL"]
             finally:
                 b.stop()
         finally:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,11 +31,9 @@ from mcp_server.runtime import Runtime
 from mcp_server.wire.errors import CONNECTION_CLOSED, JSONRPCError
 from mcp_server.wire.jsonrpc import JSONRPCResponse, WireError, parse_message
 from tests.live import (
-    REDIS_URL,
     LiveServer,
-    postgres_database,
-    redis_namespace,
-    services_problem,
+    require_services,
+    shared_site,
     start_server,
 )
 from tests.raw import RawSession, messages_of, open_session, rpc
@@ -537,14 +534,9 @@ async def test_a_boolean_progress_token_gets_no_progress(session: RawSession) ->
 @pytest.fixture(scope="module")
 def two_workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, LiveServer]]:
     """Two workers of one site: PostgreSQL for sessions, Redis for the channel layer and the cache."""
-    problem = services_problem()
-    if problem is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI is set and a service is missing: {problem}")
-        pytest.skip(problem)
+    require_services()
     directory: Path = tmp_path_factory.mktemp("context-workers")
-    with postgres_database() as database, redis_namespace() as prefix:
-        env = {"DATABASE_URL": database, "REDIS_URL": REDIS_URL, "MCP_TEST_REDIS_PREFIX": prefix}
+    with shared_site() as env:
         a = start_server(directory, {"RESPONSE_MODE": "sse"}, name="ctx-a", **env)
         try:
             b = start_server(directory, {"RESPONSE_MODE": "json"}, name="ctx-b", **env)

@@ -5,7 +5,6 @@ output and exit codes, on SQLite, PostgreSQL and (for the cache ledger) Redis.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -23,7 +22,7 @@ from tests.live import (
     migrated_template,
     postgres_database,
     redis_namespace,
-    services_problem,
+    require_services,
 )
 
 LEDGERS = {
@@ -44,14 +43,6 @@ def shell(env: dict[str, str], code: str) -> Any:
     done = manage(env, "shell", "-c", code)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def require_services() -> None:
-    problem = services_problem()
-    if problem is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI is set and a service is missing: {problem}")
-        pytest.skip(problem)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -24,7 +23,13 @@ import psycopg
 import pytest
 
 from tests.live import REDIS_URL as TEST_REDIS_URL
-from tests.live import LiveServer, postgres_database, redis_namespace, services_problem, start_server
+from tests.live import (
+    LiveServer,
+    postgres_database,
+    redis_namespace,
+    require_services,
+    start_server,
+)
 from tests.raw import messages_of, rpc
 
 ACCEPT_BOTH = "application/json, text/event-stream"
@@ -73,11 +78,7 @@ class Cluster:
 @pytest.fixture(scope="module")
 def services() -> Iterator[tuple[str, str]]:
     """A fresh PostgreSQL database and a Redis key prefix of this run's own: ``(database URL, prefix)``."""
-    problem = services_problem()
-    if problem is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI is set and a service is missing: {problem}")
-        pytest.skip(problem)
+    require_services()
     with postgres_database() as database, redis_namespace() as prefix:
         yield database, prefix
 

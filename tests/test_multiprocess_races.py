@@ -46,9 +46,8 @@ from tests.admin_helpers import admin_client, create_superuser
 from tests.live import (
     REDIS_URL,
     LiveServer,
-    postgres_database,
-    redis_namespace,
-    services_problem,
+    require_services,
+    shared_site,
     start_server,
 )
 from tests.raw import content_type, messages_of, rpc
@@ -110,14 +109,9 @@ class Site:
 @pytest.fixture(scope="module")
 def sites(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Site]]:
     """Four workers started in parallel (two per ledger backend) on a fresh database and Redis namespace."""
-    problem = services_problem()
-    if problem is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI is set and a service is missing: {problem}")
-        pytest.skip(problem)
+    require_services()
     directory: Path = tmp_path_factory.mktemp("races")
-    with postgres_database() as database, redis_namespace() as prefix:
-        env = {"DATABASE_URL": database, "REDIS_URL": REDIS_URL, "MCP_TEST_REDIS_PREFIX": prefix}
+    with shared_site() as env:
         backends = {"db": DB_LEDGER, "cache": CACHE_LEDGER}
         specs = {
             f"{label}-{mode}": {"RESPONSE_MODE": mode, "LEDGER_BACKEND": backend, "LEASE_TIMEOUT": LEASE}
@@ -137,8 +131,8 @@ def sites(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Site]]
             yield {
                 label: Site(
                     backend=backend,
-                    database=database,
-                    prefix=prefix,
+                    database=env["DATABASE_URL"],
+                    prefix=env["MCP_TEST_REDIS_PREFIX"],
                     json_worker=started[f"{label}-json"],
                     sse_worker=started[f"{label}-sse"],
                     directory=directory,

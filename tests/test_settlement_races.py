@@ -587,11 +587,7 @@ def expected_children() -> int:
 
 def test_every_race_on_postgresql_and_redis(tmp_path: Path) -> None:
     assert not ON_SERVICES, "the child deselects this test"
-    problem = live.services_problem()
-    if problem is not None:
-        if os.environ.get("CI"):
-            pytest.fail(problem)
-        pytest.skip(problem)
+    live.require_services()
     report, this = tmp_path / "child.xml", test_every_race_on_postgresql_and_redis
     module = str(Path(__file__).relative_to(live.ROOT))
     with live.postgres_database() as database, live.redis_namespace() as prefix:

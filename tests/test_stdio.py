@@ -29,7 +29,13 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from tests.live import REDIS_URL as TEST_REDIS_URL
-from tests.live import ROOT, base_env, migrated_template, redis_namespace, services_problem
+from tests.live import (
+    ROOT,
+    base_env,
+    migrated_template,
+    redis_namespace,
+    require_services,
+)
 from tests.raw import rpc
 
 TIMEOUT = 20.0
@@ -711,11 +717,7 @@ async_to_sync(aend_session)({session!r}, "ended by an operator")
 
 @pytest.fixture
 def redis_prefix() -> Iterator[str]:
-    problem = services_problem()
-    if problem is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI is set and a service is missing: {problem}")
-        pytest.skip(problem)
+    require_services()
     with redis_namespace() as prefix:
         yield prefix
 
