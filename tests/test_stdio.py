@@ -109,9 +109,11 @@ class RawStdio:
     async def wait_stderr(self, text: str) -> None:
         """Wait until ``text`` appears on stderr (fail if stderr ends first, or after ``TIMEOUT``)."""
         async with asyncio.timeout(TIMEOUT):
-            while text not in self.stderr():
+            while True:
+                self._stderr_grew.clear()  # before reading: a line written after the read still wakes us
+                if text in self.stderr():
+                    return
                 assert not self._stderr_ended, f"stderr ended without {text!r}:\n{self.stderr()}"
-                self._stderr_grew.clear()
                 await self._stderr_grew.wait()
 
     async def send(self, message: dict[str, Any] | bytes) -> None:
