@@ -55,6 +55,16 @@ async def in_flight(server: LiveServer, session: RawSession, request_id: int) ->
     """POST a slow tool call and return once the ledger holds it."""
     call = asyncio.create_task(session.post(rpc("tools/call", SLOW, request_id)))
     await session.wait_pending(request_id)
+    # The worker writes its ledger behind (LEDGER_FLUSH_INTERVAL): wait for the pending row too (it lives in
+    # another process's database file; no event tells this one).
+    async with asyncio.timeout(5):
+        while not query(  # noqa: ASYNC110
+            server,
+            "SELECT id FROM mcp_server_ledgerentry WHERE session_id = ? AND request_key = ?",
+            session.id,
+            f"i:{request_id}",
+        ):
+            await asyncio.sleep(0.01)
     return call
 
 
