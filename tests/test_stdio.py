@@ -490,6 +490,14 @@ async def test_the_last_line_without_a_newline_is_served(start: Any) -> None:
     assert answer["result"]["content"] == [{"type": "text", "text": "no newline at the end"}]
 
 
+def _fd_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
 async def test_a_closed_output_stops_the_command_and_settles_its_requests(database: Path) -> None:
     """The client stops reading (closes its end of stdout) but leaves stdin open: the next write fails,
     the command winds down by itself (exit 0, one warning, no traceback) and nothing stays pending."""
@@ -508,7 +516,10 @@ async def test_a_closed_output_stops_the_command_and_settles_its_requests(databa
         await raw.initialize()
         await raw.send(call(2, "slow", seconds=600))
         assert (await raw.request(call(3, "stdio_pending")))["result"]["structuredContent"]["result"] == ["2"]
-        transport.close()  # nobody reads stdout any more
+        transport.close()  # nobody reads stdout any more: the pipe's end is closed on a later loop turn
+        async with asyncio.timeout(TIMEOUT):
+            while _fd_open(read_fd):  # noqa: ASYNC110 - only the closed descriptor tells
+                await asyncio.sleep(0)
         await raw.send(rpc("ping", None, 4))  # its answer is the write that fails
         assert await asyncio.wait_for(raw.process.wait(), TIMEOUT) == 0  # stdin is still open
         await asyncio.wait_for(raw.stderr_task, TIMEOUT)
