@@ -94,6 +94,8 @@ class Runtime:
         self.sessions = SessionCache(float(ttl))
         self.upkeep = Upkeep(self.ledger, self.worker_id)
         self.layer_alias = channel_layer_alias or mcp_settings.CHANNEL_LAYER
+        self.layer: Any = get_channel_layer(self.layer_alias)
+        """The Channels layer other workers reach this one through (``None``: this process only)."""
         self.channel = ""
         """This process's channel-layer name (empty until :meth:`start`, or without a channel layer)."""
         self.exchanges: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -120,7 +122,7 @@ class Runtime:
         self._started = loop
         self._starting = loop.create_future()
         try:
-            layer = get_channel_layer(self.layer_alias)
+            layer = self.layer
             if layer is not None:
                 try:
                     self.channel = await layer.new_channel()  # default prefix: see admin_live.operations
@@ -144,10 +146,9 @@ class Runtime:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-        layer = get_channel_layer(self.layer_alias)
-        if layer is not None and self.channel:
+        if self.layer is not None and self.channel:
             try:
-                await layer.group_discard(WORKERS_GROUP, self.channel)
+                await self.layer.group_discard(WORKERS_GROUP, self.channel)
             except Exception:
                 logger.debug("could not leave the workers group", exc_info=True)
         self._started = None
@@ -177,9 +178,8 @@ class Runtime:
         sinks = self._streams.setdefault(session_id, set())
         first = not sinks
         sinks.add(sink)
-        layer = get_channel_layer(self.layer_alias)
-        if first and layer is not None and self.channel:
-            await layer.group_add(session_group(session_id), self.channel)
+        if first and self.layer is not None and self.channel:
+            await self.layer.group_add(session_group(session_id), self.channel)
 
     async def detach_stream(self, session_id: str, sink: StreamSink) -> None:
         """Stop routing to ``sink``."""
@@ -189,10 +189,9 @@ class Runtime:
         sinks.discard(sink)
         if not sinks:
             del self._streams[session_id]
-            layer = get_channel_layer(self.layer_alias)
-            if layer is not None and self.channel:
+            if self.layer is not None and self.channel:
                 try:
-                    await layer.group_discard(session_group(session_id), self.channel)
+                    await self.layer.group_discard(session_group(session_id), self.channel)
                 except Exception:
                     logger.debug("could not leave the group of session %s", session_id, exc_info=True)
 
@@ -256,20 +255,18 @@ class Runtime:
         await self.requests.refuse(record)
 
     async def _broadcast(self, message: WorkerMessage) -> bool:
-        layer = get_channel_layer(self.layer_alias)
-        if layer is None:
+        if self.layer is None:
             return False
         try:
-            await layer.group_send(WORKERS_GROUP, to_event(message))
+            await self.layer.group_send(WORKERS_GROUP, to_event(message))
         except Exception:
             logger.exception("could not tell the other workers: %s", message.type)
             return False
         return True
 
     async def _send(self, channel: str, message: WorkerMessage) -> None:
-        layer = get_channel_layer(self.layer_alias)
-        if layer is not None:
-            await layer.send(channel, to_event(message))
+        if self.layer is not None:
+            await self.layer.send(channel, to_event(message))
 
     # -- shutdown ----------------------------------------------------------------------------------------
 

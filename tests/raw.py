@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -185,3 +185,14 @@ async def open_session(
     session = RawSession(http, url, response.headers.get("mcp-session-id"), version, answer["result"])
     await session.notify("notifications/initialized")
     return session
+
+
+async def sse_events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
+    """The messages of an open event stream, as they arrive; ends when the server closes it."""
+    data: list[str] = []
+    async for line in response.aiter_lines():
+        if line.startswith("data:"):
+            data.append(line[5:].lstrip(" "))
+        elif not line and data:
+            yield json.loads("\n".join(data))
+            data = []

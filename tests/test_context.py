@@ -10,7 +10,6 @@ error answer that reaches the handler through another worker.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ from tests.live import (
     shared_site,
     start_server,
 )
-from tests.raw import RawSession, messages_of, open_session, rpc
+from tests.raw import RawSession, messages_of, open_session, rpc, sse_events
 from tests.testapp.mcp import FEATURE_ELICIT_SCHEMA
 
 SESSION = "ctx-session"
@@ -550,17 +549,6 @@ def two_workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Live
             b.stop()
 
 
-async def events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
-    """The messages of an open event stream, as they arrive."""
-    data: list[str] = []
-    async for line in response.aiter_lines():
-        if line.startswith("data:"):
-            data.append(line[5:].lstrip(" "))
-        elif not line and data:
-            yield json.loads("\n".join(data))
-            data = []
-
-
 @pytest.mark.parametrize(
     ("reply", "structured"),
     [
@@ -582,7 +570,7 @@ async def test_the_clients_answer_reaches_the_handler_through_another_worker(
             http.stream("POST", a.url, json=call, headers=on_a.headers()) as response,
         ):
             assert response.status_code == 200
-            stream = events(response)
+            stream = sse_events(response)
             question = await anext(stream)
             assert question["method"] == "elicitation/create"
             assert question["params"]["message"] == "Your name?"

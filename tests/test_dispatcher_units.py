@@ -18,8 +18,8 @@ from mcp_server import JSONRPCError
 from mcp_server.core.context import Context, SessionState
 from mcp_server.models import Session
 from mcp_server.protocol.dispatcher import dispatch
-from mcp_server.protocol.peer import RequestPeer
 from mcp_server.registry.server import MCPServer
+from tests.peers import RecordingPeer
 
 VERSION = "2025-11-25"
 server = MCPServer("dispatcher-units")
@@ -132,21 +132,6 @@ async def returns_list(params: dict[str, Any]) -> Any:
     return [1, 2]
 
 
-class Pipe(RequestPeer):
-    """The transport side (these methods send nothing on it)."""
-
-    def __init__(self) -> None:
-        self.sent: list[dict[str, Any]] = []
-
-    @property
-    def session_id(self) -> str | None:
-        return None
-
-    async def emit(self, message: dict[str, Any]) -> bool:
-        self.sent.append(message)
-        return True
-
-
 def decoded(value: Any) -> Any:
     """``value`` as it arrives from the wire: fresh objects, never the interned literals of this module."""
     return json.loads(json.dumps(value))
@@ -161,7 +146,7 @@ def context(
         request_id=3,
         method=decoded(method),
         params=decoded(params or {}),
-        peer=Pipe(),
+        peer=RecordingPeer(),
     )
 
 

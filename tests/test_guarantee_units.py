@@ -19,8 +19,8 @@ from mcp_server.core.context import Context, SessionState
 from mcp_server.core.states import State
 from mcp_server.protocol.guarantee import answer, deadline_for, name_of
 from mcp_server.protocol.middleware import GetResponse
-from mcp_server.protocol.peer import RequestPeer
 from mcp_server.registry.server import MCPServer
+from tests.peers import RecordingPeer
 
 server = MCPServer("guarantee-units")
 STARTED: dict[str, asyncio.Event] = {}
@@ -84,21 +84,6 @@ def list_for_units_list(get_response: GetResponse) -> GetResponse:
     return middleware
 
 
-class Pipe(RequestPeer):
-    """The transport side: what the request sends while it runs (these handlers send nothing)."""
-
-    def __init__(self) -> None:
-        self.sent: list[dict[str, Any]] = []
-
-    @property
-    def session_id(self) -> str | None:
-        return None
-
-    async def emit(self, message: dict[str, Any]) -> bool:
-        self.sent.append(message)
-        return True
-
-
 def fresh(text: str) -> str:
     """``text`` as a new string object, as a method name decoded from JSON is (never the interned literal)."""
     value = json.loads(json.dumps(text))
@@ -113,7 +98,7 @@ def context(method: str, params: dict[str, Any] | None = None, request_id: int |
         request_id=request_id,
         method=fresh(method),
         params=json.loads(json.dumps(params or {})),
-        peer=Pipe(),
+        peer=RecordingPeer(),
     )
 
 

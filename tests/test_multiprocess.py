@@ -30,7 +30,7 @@ from tests.live import (
     require_services,
     start_server,
 )
-from tests.raw import messages_of, rpc
+from tests.raw import messages_of, rpc, sse_events
 
 ACCEPT_BOTH = "application/json, text/event-stream"
 LATEST = "2025-11-25"
@@ -138,17 +138,6 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
 
 
 # -- raw MCP over HTTP ------------------------------------------------------------------------------------
-
-
-async def sse_events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
-    """The messages of an open event stream, as they arrive; ends when the server closes it."""
-    data: list[str] = []
-    async for line in response.aiter_lines():
-        if line.startswith("data:"):
-            data.append(line[5:].lstrip(" "))
-        elif not line and data:
-            yield json.loads("\n".join(data))
-            data = []
 
 
 @dataclass
