@@ -25,7 +25,7 @@ from tests.live import (
     shared_site,
     start_server,
 )
-from tests.raw import messages_of, open_session, rpc
+from tests.raw import messages_of, open_session, rpc, wait_for
 
 SLOW = {"name": "slow", "arguments": {"seconds": 30}}
 
@@ -70,6 +70,20 @@ def entry(database: str, session_id: str, request_id: int) -> dict[str, Any]:
     return found[0]
 
 
+async def settled(database: str, session_id: str, request_id: int) -> dict[str, Any]:
+    """The ledger row of a request once it has left ``pending``.
+
+    The worker that settled it records it behind the answer (``LEDGER_FLUSH_INTERVAL``), so the row is
+    waited for, not read once.
+    """
+
+    async def recorded() -> bool:
+        return bool(entry(database, session_id, request_id)["state"] != "pending")
+
+    await wait_for(recorded)
+    return entry(database, session_id, request_id)
+
+
 async def test_abort_on_worker_b_answers_the_request_held_by_worker_a(
     workers: tuple[LiveServer, LiveServer, str], http: httpx.AsyncClient
 ) -> None:
@@ -95,7 +109,7 @@ async def test_abort_on_worker_b_answers_the_request_held_by_worker_a(
             "error": {"code": REQUEST_ABORTED, "message": "Request aborted by an operator"},
         }
     ]
-    assert entry(database, session.id, 5)["state"] == "aborted"
+    assert (await settled(database, session.id, 5))["state"] == "aborted"
     log = rows(database, "SELECT * FROM django_admin_log WHERE object_id = %s", str(pk))
     assert len(log) == 1
     assert (await session.call_tool("echo", {"text": "on"}))["result"]["content"][0]["text"] == "on"
@@ -118,7 +132,7 @@ async def test_end_session_on_worker_b_closes_requests_held_by_worker_a(
     response = await asyncio.wait_for(call, 5)
     closed = {"code": CONNECTION_CLOSED, "message": "Connection closed: session ended by an operator"}
     assert messages_of(response) == [{"jsonrpc": "2.0", "id": 6, "error": closed}]
-    assert entry(database, session.id, 6)["state"] == "closed"
+    assert (await settled(database, session.id, 6))["state"] == "closed"
     for worker in (a, b):
         later = await http.post(worker.url, json=rpc("ping", None, 7), headers=session.headers())
         assert later.status_code == 404, worker

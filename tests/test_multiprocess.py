@@ -392,14 +392,21 @@ async def assert_session_gone(site: Site, session: McpSession, expected: dict[in
         response = await session.post(worker, rpc("ping", None, 99))
         assert response.status_code == 404, response.text
     observer = await open_session(session.http, site.sse_worker)
-    assert await observer.ledger_pending(site.json_worker, of=session.id) == []
+
+    async def drained() -> bool:
+        return await observer.ledger_pending(site.json_worker, of=session.id) == []
+
+    # Closed requests are recorded behind their answers (``LEDGER_FLUSH_INTERVAL``): wait, don't read once.
+    await wait_for(drained, "the ledger to record every closed request")
     if site.uses_database_ledger:
+
+        async def recorded() -> bool:
+            rows = await ledger_rows(site.database, session.id)
+            # The probe's own row may still be pending: its settlement is written behind its answer.
+            return not any(r["state"] == "pending" and k != "s:ledger-probe" for k, r in rows.items())
+
+        await wait_for(recorded, "every row of the session to leave pending")
         rows = await ledger_rows(site.database, session.id)
-        # The probe's own row may still be pending: its settlement is written behind its answer.
-        pending = {
-            k: r["state"] for k, r in rows.items() if r["state"] == "pending" and k != "s:ledger-probe"
-        }
-        assert pending == {}
         for request_id, state in expected.items():
             assert rows[request_key(request_id)]["state"] == state
             assert rows[request_key(request_id)]["outcome"] == {
