@@ -246,3 +246,54 @@ async def test_a_duplicate_id_in_a_batch_gets_its_error_in_the_batch(runtime: Ru
     assert error["code"] == -32600
     [result] = [a for a in answers if "result" in a]
     assert text_of(result) == "slept 0.2"
+
+
+def initialize_message() -> IncomingMessage:
+    params = {
+        "protocolVersion": LATEST_VERSION,
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    }
+    return parse_message({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params})
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("mode", ["json", "auto", "sse"])
+async def test_initialize_is_framed_like_every_answer_and_names_the_new_session(
+    runtime: Runtime, mode: str
+) -> None:
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    handshake = SessionState(id=None, protocol_version=LATEST_VERSION)
+    ex = PostExchange(runtime=runtime, server=mcp, session=handshake, mode=mode, send=send, is_batch=False)
+    await asyncio.wait_for(ex.run([initialize_message()]), 10)
+
+    response = Response(sent)
+    assert response.status == 200
+    answer = response.events()[0] if mode == "sse" else response.json()
+    assert answer["id"] == 0
+    assert answer["result"]["protocolVersion"] == LATEST_VERSION
+    session_id = bytes(dict(sent[0]["headers"])[b"mcp-session-id"]).decode()
+    stored = await runtime.sessions.aget_active(session_id, mcp.key)
+    assert stored is not None
+    assert stored.state.protocol_version == LATEST_VERSION
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_stateless_initialize_names_no_session(runtime: Runtime) -> None:
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    handshake = SessionState(id=None, protocol_version=LATEST_VERSION)
+    ex = PostExchange(
+        runtime=runtime, server=mcp, session=handshake, mode="auto", send=send, is_batch=False, stateless=True
+    )
+    await asyncio.wait_for(ex.run([initialize_message()]), 10)
+
+    assert Response(sent).json()["result"]["protocolVersion"] == LATEST_VERSION
+    assert b"mcp-session-id" not in dict(sent[0]["headers"])

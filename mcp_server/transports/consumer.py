@@ -30,7 +30,7 @@ from ..wire.jsonrpc import dumps, error_response
 from ..wire.versions import BATCH_VERSIONS, DEFAULT_HEADER_VERSION, SUPPORTED_VERSIONS
 from . import sse
 from .exchange import PostExchange
-from .post import HANDSHAKE_HEADER, parse_post, serve_initialize
+from .post import HANDSHAKE_HEADER, parse_post
 from .rules import Headers, HTTPProblem, accepts, check_origin_and_host, headers_of
 from .shutdown import install_shutdown_hooks
 
@@ -191,10 +191,10 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         user = self.user if self.user is not None else AnonymousUser()
         request.user = user
         request.auth = self.auth  # type: ignore[attr-defined]  # as DRF names it: the token, if any
-        if initialize is not None:
-            await serve_initialize(self, initialize, user=user, request=request)
-            return
-        session = await self._session(headers)
+        if initialize is not None:  # alone in its body (parse_post): it opens the session
+            session = SessionState(id=None, protocol_version=DEFAULT_HEADER_VERSION)
+        else:
+            session = await self._session(headers)
         if is_batch and session.protocol_version not in BATCH_VERSIONS:
             raise HTTPProblem(
                 400,
@@ -209,6 +209,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             is_batch=is_batch,
             request=request,
             user=user,
+            stateless=mcp_settings.STATELESS,
         )
         await exchange.run(messages)
 

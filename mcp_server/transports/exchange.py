@@ -14,7 +14,7 @@ from typing import Any
 from ..core.context import SessionState
 from ..protocol.notifications import handle_client_message
 from ..protocol.peer import RequestPeer
-from ..protocol.serving import start_request
+from ..protocol.serving import answer_initialize, start_request
 from ..protocol.settlement import PendingRequest
 from ..registry.server import MCPServer
 from ..runtime import Runtime
@@ -31,6 +31,7 @@ __all__ = ["PostExchange", "Send"]
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 JSON_HEADERS = [(b"content-type", b"application/json")]
+SESSION_HEADER = b"mcp-session-id"
 
 
 class _ExchangePeer(RequestPeer):
@@ -71,6 +72,7 @@ class PostExchange:
         request: Any = None,
         user: Any = None,
         headers: list[tuple[bytes, bytes]] | None = None,
+        stateless: bool = False,
     ) -> None:
         self.runtime = runtime
         self.server = server
@@ -80,7 +82,8 @@ class PostExchange:
         self.is_batch = is_batch
         self.request = request
         self.user = user
-        self.headers = headers or []
+        self.headers = list(headers or [])
+        self.stateless = stateless
         self.queue: asyncio.Queue[tuple[str, dict[str, Any] | None]] = asyncio.Queue()
         self.streaming = False
 
@@ -100,6 +103,9 @@ class PostExchange:
         await self._drain(open_count)
 
     async def _start(self, message: JSONRPCRequest) -> int:
+        if message.method == "initialize":
+            await self._initialize(message)
+            return 0
         try:
             await start_request(
                 self.runtime,
@@ -115,6 +121,15 @@ class PostExchange:
             self.queue.put_nowait(("message", error_response(message.id, exc)))
             return 0
         return 1
+
+    async def _initialize(self, message: JSONRPCRequest) -> None:
+        """Open a session: its answer carries the new ``Mcp-Session-Id``, framed like every other answer."""
+        response, session = await answer_initialize(
+            self.runtime, self.server, message, user=self.user, stateless=self.stateless
+        )
+        if session is not None:
+            self.headers.append((SESSION_HEADER, session.id.encode()))
+        self.queue.put_nowait(("message", response))
 
     async def _deliver(self, entry: PendingRequest, response: dict[str, Any] | None) -> None:
         if response is not None:

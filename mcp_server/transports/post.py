@@ -1,28 +1,21 @@
-"""Reading a POST body into JSON-RPC messages, and answering ``initialize``, which opens a session."""
+"""Reading a POST body into JSON-RPC messages: media types, JSON, batch rules and request ids."""
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..conf import mcp_settings
-from ..protocol.serving import answer_initialize
 from ..wire.errors import INVALID_REQUEST, JSONRPCError
 from ..wire.jsonrpc import (
     IncomingMessage,
     JSONRPCRequest,
     decode_body,
-    dumps,
     error_response,
     parse_message,
 )
-from . import sse
 from .rules import Headers, HTTPProblem, accepts, is_json_content_type
 
-if TYPE_CHECKING:
-    from .consumer import MCPConsumer
-
-__all__ = ["HANDSHAKE_HEADER", "parse_post", "serve_initialize"]
+__all__ = ["HANDSHAKE_HEADER", "parse_post"]
 
 logger = logging.getLogger("mcp_server.http")
 
@@ -76,27 +69,3 @@ def _parse_member(item: Any) -> IncomingMessage:
     if request_id is not None and not _usable_id(request_id):
         raise JSONRPCError(INVALID_REQUEST, "Invalid request: a request id must be a string or an integer")
     return parse_message(item)
-
-
-async def serve_initialize(
-    consumer: MCPConsumer, message: JSONRPCRequest, *, user: Any, request: Any
-) -> None:
-    """Negotiate the revision, store the session and answer with its ``Mcp-Session-Id``."""
-    response, session = await answer_initialize(
-        consumer.runtime, consumer.server, message, user=user, stateless=mcp_settings.STATELESS
-    )
-    extra = [(b"mcp-session-id", session.id.encode())] if session is not None else []
-    if mcp_settings.RESPONSE_MODE == "sse":
-        await consumer.send(
-            {"type": "http.response.start", "status": 200, "headers": sse.SSE_HEADERS + extra}
-        )
-        await consumer.send({"type": "http.response.body", "body": sse.event(response), "more_body": False})
-        return
-    await consumer.send(
-        {
-            "type": "http.response.start",
-            "status": 200,
-            "headers": [(b"content-type", b"application/json"), *extra],
-        }
-    )
-    await consumer.send({"type": "http.response.body", "body": dumps(response), "more_body": False})
