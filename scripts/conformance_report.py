@@ -1,11 +1,11 @@
 """Run the official MCP conformance suite against the demo site and judge the results.
 
 ``scripts/conformance`` installs the suite and Node 22 into ``.conformance/`` and then runs this module;
-the pytest test ``tests/test_conformance.py`` calls :func:`run_matrix` directly. For each response mode a
-fresh Daphne serves ``project.asgi:application`` (own SQLite file, ``MCP_RESPONSE_MODE`` set), and every
-installed suite version runs its default (``active``) server scenarios against it. Each check the suite
-writes to ``<outdir>/server-<scenario>-<timestamp>/checks.json`` is counted as passed (``SUCCESS``),
-failed (``FAILURE``) or warning (``WARNING``).
+the pytest test ``tests/end_to_end/test_conformance.py`` calls :func:`run_matrix` directly. For each
+response mode a fresh Daphne serves ``project.asgi:application`` (own SQLite file, ``MCP_RESPONSE_MODE``
+set), and every installed suite version runs its default (``active``) server scenarios against it. Each
+check the suite writes to ``<outdir>/server-<scenario>-<timestamp>/checks.json`` is counted as
+passed (``SUCCESS``), failed (``FAILURE``) or warning (``WARNING``).
 
 A run is clean when it has no failure outside :data:`ALLOWED_FAILURES`, no warning outside
 :data:`ALLOWED_WARNINGS`, and no allowlisted entry that did not occur (a stale pin is an error too).

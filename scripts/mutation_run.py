@@ -44,39 +44,44 @@ ROOT = Path(__file__).resolve().parent.parent
 NOT_THOUSAND = ["-k", "not thousand"]  # the 1000-cancel stress test alone takes ~25 s
 TARGETS: dict[str, list[str]] = {
     "mcp_server/protocol/settlement.py": [
-        "tests/test_protocol_settlement.py",
+        "tests/protocol/test_settlement.py",
         "tests/test_runtime.py",
-        "tests/test_transports_exchange.py",
-        "tests/test_ledger.py",
+        "tests/transports/test_exchange.py",
+        "tests/ledger/test_backends.py",
     ],
     "mcp_server/protocol/guarantee.py": [
-        "tests/test_guarantee_units.py",
-        "tests/test_guarantee.py",
-        "tests/test_registry.py",
+        "tests/protocol/test_guarantee.py",
+        "tests/end_to_end/test_guarantee.py",
+        "tests/registry/test_registry.py",
         *NOT_THOUSAND,
     ],
     "mcp_server/protocol/serving.py": [
-        "tests/test_protocol_serving.py",
+        "tests/protocol/test_serving.py",
         "tests/test_runtime.py",
-        "tests/test_guarantee.py",
-        "tests/test_stdio.py",
+        "tests/end_to_end/test_guarantee.py",
+        "tests/transports/test_stdio.py",
         *NOT_THOUSAND,
     ],
     "mcp_server/protocol/dispatcher.py": [
-        "tests/test_dispatcher_units.py",
-        "tests/test_features.py",
-        "tests/test_registry.py",
+        "tests/protocol/test_dispatcher.py",
+        "tests/end_to_end/test_features.py",
+        "tests/registry/test_registry.py",
     ],
-    "mcp_server/ledger/writer.py": ["tests/test_ledger_writer.py", "tests/test_protocol_settlement.py"],
-    "mcp_server/ledger/database.py": ["tests/test_ledger_writer.py", "tests/test_ledger.py"],
-    "mcp_server/ledger/cache.py": ["tests/test_ledger_writer.py", "tests/test_ledger.py"],
-    "mcp_server/runtime.py": ["tests/test_runtime.py", "tests/test_transports_exchange.py"],
-    "mcp_server/transports/stdio.py": ["tests/test_stdio.py"],
+    "mcp_server/ledger/writer.py": ["tests/ledger/test_writer.py", "tests/protocol/test_settlement.py"],
+    "mcp_server/ledger/database.py": ["tests/ledger/test_writer.py", "tests/ledger/test_backends.py"],
+    "mcp_server/ledger/cache.py": ["tests/ledger/test_writer.py", "tests/ledger/test_backends.py"],
+    "mcp_server/runtime.py": ["tests/test_runtime.py", "tests/transports/test_exchange.py"],
+    "mcp_server/transports/stdio.py": ["tests/transports/test_stdio.py"],
 }
 """The targeted pytest arguments of each module (test files that do not exist are left out)."""
 
 DEFAULT_MODULES = list(TARGETS)
-FALLBACK_TESTS = ["tests/test_ledger.py", "tests/test_guarantee.py", "tests/test_stdio.py", *NOT_THOUSAND]
+FALLBACK_TESTS = [
+    "tests/ledger/test_backends.py",
+    "tests/end_to_end/test_guarantee.py",
+    "tests/transports/test_stdio.py",
+    *NOT_THOUSAND,
+]
 """For a module with no entry in ``TARGETS`` and no ``--tests``: the end-to-end core of the suite."""
 
 PYTEST_FLAGS = ["-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
@@ -542,7 +547,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         default=[],
         metavar="MODULE=PYTEST-ARGS",
         help="targeted pytest arguments for a module, e.g. "
-        "'mcp_server/protocol/new.py=tests/test_guarantee.py -k deadline' (repeatable)",
+        "'mcp_server/protocol/new.py=tests/end_to_end/test_guarantee.py -k deadline' (repeatable)",
     )
     parser.add_argument(
         "--sample",

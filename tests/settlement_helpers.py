@@ -1,4 +1,5 @@
-"""The adapter between the settlement-race scenarios (tests/test_settlement_races.py) and the product's API.
+"""The adapter between the settlement-race scenarios (tests/protocol/test_settlement_races.py) and the
+product's API.
 
 Worker A holds a request: a :class:`~mcp_server.runtime.Runtime` that took it through ``start_request`` (the
 path of the HTTP exchange and the stdio loop) and runs its handler, a tool of :data:`races` that waits on a

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..core.context import SessionState
-from ..protocol.notifications import handle_client_message
+from ..protocol.client_messages import handle_client_message
 from ..protocol.peer import RequestPeer
 from ..protocol.serving import answer_initialize, start_request
 from ..protocol.settlement import PendingRequest

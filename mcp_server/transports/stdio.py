@@ -27,7 +27,7 @@ from django.utils import timezone
 from ..conf import mcp_settings
 from ..core.context import SessionState
 from ..models import Session
-from ..protocol.notifications import handle_client_message
+from ..protocol.client_messages import handle_client_message
 from ..protocol.peer import RequestPeer
 from ..protocol.serving import answer_initialize, start_request
 from ..protocol.settlement import CLOSED, PendingRequest, closed_response

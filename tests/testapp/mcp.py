@@ -119,7 +119,7 @@ async def raw_notify(params: dict[str, Any]) -> dict[str, Any]:
 mcp.include(conformance)
 
 
-# -- feature fixtures (tests/test_features.py) ------------------------------------------------------
+# -- feature fixtures (tests/end_to_end/test_features.py) ----------------------------------------------------
 
 from mcp_server import JSONRPCError  # noqa: E402
 from mcp_server.core.context import LOG_LEVELS  # noqa: E402
@@ -183,7 +183,7 @@ async def complete_feature_palette(argument: str, value: str, context: dict[str,
     return [c for c in FEATURE_COLOURS if c.startswith(value)]
 
 
-# -- race gates (tests/test_multiprocess_races.py) -------------------------------------------------------
+# -- race gates (tests/end_to_end/test_multiprocess_races.py) ------------------------------------------------
 
 import json as _race_json  # noqa: E402
 import os as _race_os  # noqa: E402

@@ -22,7 +22,7 @@ from mcp_server import MCPServer
 from mcp_server.conf import mcp_settings
 from mcp_server.core.context import LOG_LEVELS, Context, SessionState
 from mcp_server.core.records import LedgerRecord
-from mcp_server.protocol.notifications import handle_client_message
+from mcp_server.protocol.client_messages import handle_client_message
 from mcp_server.protocol.outbound import OutboundTable, aforward_answer
 from mcp_server.protocol.peer import RequestPeer
 from mcp_server.protocol.settlement import ANSWERED, CANCELLED, PENDING, PendingRequest

@@ -107,7 +107,7 @@ def mcp_config(settings: Any) -> Any:
     settings.MCP_SERVER = {
         **settings.MCP_SERVER,
         "REQUEST_TIMEOUT": 42.0,
-        "MIDDLEWARE": ["tests.test_guarantee_units.list_for_units_list"],
+        "MIDDLEWARE": ["tests.protocol.test_guarantee.list_for_units_list"],
     }
     settings.DEBUG = False
     return settings
