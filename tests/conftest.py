@@ -52,3 +52,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "browser: drives headless Chromium with Playwright (Debian's chromium)"
     )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove what SQLite's WAL mode leaves beside the file test database (see ``tests/settings.py``)."""
+    from django.conf import settings
+
+    name = settings.DATABASES["default"].get("TEST", {}).get("NAME")
+    if name and settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+        for suffix in ("-wal", "-shm"):
+            Path(f"{name}{suffix}").unlink(missing_ok=True)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 
 from project.settings import *  # noqa: F403
-from project.settings import CACHES, CHANNEL_LAYERS, INSTALLED_APPS, MCP_SERVER, REDIS_URL
+from project.settings import CACHES, CHANNEL_LAYERS, DATABASES, INSTALLED_APPS, MCP_SERVER, REDIS_URL
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp", "tests.authapp"]
 MCP_SERVER = {**MCP_SERVER, **json.loads(os.environ.get("MCP_TEST_OVERRIDES", "{}"))}
@@ -20,3 +21,11 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 if REDIS_URL and os.environ.get("MCP_TEST_REDIS_PREFIX"):
     CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = os.environ["MCP_TEST_REDIS_PREFIX"]
     CACHES["default"]["KEY_PREFIX"] = os.environ["MCP_TEST_REDIS_PREFIX"]
+
+# The test database on SQLite is a file, not Django's default shared-cache in-memory database: the ledger
+# writer has a connection (a thread) of its own, and shared-cache SQLite refuses a second connection's write
+# at once ("database table is locked") instead of waiting as a file database does with its busy timeout.
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["TEST"] = {
+        "NAME": os.path.join(tempfile.gettempdir(), f"mcp-test-{os.getpid()}.sqlite3"),
+    }
