@@ -142,10 +142,10 @@ async def test_a_result_with_a_lone_surrogate_is_internal_error_for_its_id_and_s
     [
         (rpc("ping", None, SURROGATE), None),
         (rpc("ping", None, "ok" + SURROGATE + "ok"), None),
-        (rpc("ping", None, 1.5), None),  # type: ignore[arg-type]
+        (rpc("ping", None, 1.5), None),
         (rpc("ping", None, True), None),
-        (rpc("ping", None, {"id": 1}), None),  # type: ignore[arg-type]
-        (rpc("ping", None, [1]), None),  # type: ignore[arg-type]
+        (rpc("ping", None, {"id": 1}), None),
+        (rpc("ping", None, [1]), None),
         (rpc("tools/" + SURROGATE, {}, 9), 9),
         (rpc("x\x00", {}, 10), 10),
     ],
@@ -213,7 +213,7 @@ async def test_each_member_of_a_batch_is_answered_on_its_own(
         json.dumps(call(1, "echo", text="fine")),
         json.dumps(call(2, "echo", text=SURROGATE)),
         json.dumps(rpc("ping", None, SURROGATE)),
-        json.dumps(rpc("ping", None, 1.5)),  # type: ignore[arg-type]
+        json.dumps(rpc("ping", None, 1.5)),
         '{"jsonrpc": "2.0", "id": 3, "method": "test/echo", "params": {"n": 1e400}}',
         json.dumps(rpc("x\x00", {}, 4)),
         json.dumps({"jsonrpc": "2.0", "method": "notifications/whatever"}),
@@ -246,7 +246,7 @@ class Sites:
     servers: dict[str, LiveServer]
 
 
-SITES = {
+SITES: dict[str, tuple[dict[str, Any], bool]] = {
     "sqlite-db": ({"LEDGER_BACKEND": DB_LEDGER}, False),
     "sqlite-cache": ({"LEDGER_BACKEND": CACHE_LEDGER}, False),
     "postgres-db": ({"LEDGER_BACKEND": DB_LEDGER}, True),

@@ -75,10 +75,10 @@ HOSTILE_LINES: list[tuple[str, bytes, Any, int | None]] = [
         -32700,
     ),
     ("surrogate-id", line(rpc("ping", None, SURROGATE)), None, -32600),
-    ("float-id", line(rpc("ping", None, 1.5)), None, -32600),  # type: ignore[arg-type]
+    ("float-id", line(rpc("ping", None, 1.5)), None, -32600),
     ("bool-id", line(rpc("ping", None, True)), None, -32600),
-    ("object-id", line(rpc("ping", None, {"a": 1})), None, -32600),  # type: ignore[arg-type]
-    ("array-id", line(rpc("ping", None, [1])), None, -32600),  # type: ignore[arg-type]
+    ("object-id", line(rpc("ping", None, {"a": 1})), None, -32600),
+    ("array-id", line(rpc("ping", None, [1])), None, -32600),
     ("nul-id", line(rpc("ping", None, "a\x00b")), "a\x00b", -32600),
     ("long-id", line(rpc("ping", None, "x" * (MAX_ID_LENGTH + 1))), "x" * (MAX_ID_LENGTH + 1), -32600),
     ("huge-id", line(rpc("ping", None, MAX_INT_ID + 1)), MAX_INT_ID + 1, -32600),
