@@ -175,20 +175,32 @@ def params_for(draw: st.DrawFn, method: str) -> Any:
     if draw(st.integers(0, 9)) == 0:
         return draw(st.one_of(json_values, markers))
     text = st.one_of(hostile_text, markers)
+    params: dict[str, Any] = {}
     if method == "tools/call":
-        name = draw(st.one_of(st.sampled_from(["echo", "echo", "returns_none", "raises"]), hostile_text))
-        return {"name": name, "arguments": {"text": draw(text)}}
-    if method == "prompts/get":
+        name = draw(
+            st.one_of(st.sampled_from(["echo", "echo", "progress", "returns_none", "raises"]), hostile_text)
+        )
+        arguments = {"steps": draw(st.integers(0, 3))} if name == "progress" else {"text": draw(text)}
+        params = {"name": name, "arguments": arguments}
+    elif method == "prompts/get":
         arguments = {"arg1": draw(text), "arg2": draw(hostile_text)}
-        return {
-            "name": draw(st.sampled_from(["test_prompt_with_arguments", "\ud800", "x\x00"])),
-            "arguments": arguments,
+        name = draw(st.sampled_from(["test_prompt_with_arguments", "\ud800", "x\x00"]))
+        params = {"name": name, "arguments": arguments}
+    elif method == "resources/read":
+        params = {"uri": draw(st.one_of(st.just("test://static-text"), hostile_text))}
+    elif method == "test/echo":
+        params = {"value": draw(st.one_of(json_values, markers))}
+    elif method == "initialize":
+        params = {
+            "protocolVersion": draw(st.one_of(st.sampled_from(["2025-11-25", "2025-03-26"]), hostile_text)),
+            "capabilities": draw(
+                st.one_of(st.just({}), st.dictionaries(hostile_text, json_values, max_size=2))
+            ),
+            "clientInfo": {"name": draw(hostile_text), "version": draw(hostile_text)},
         }
-    if method == "resources/read":
-        return {"uri": draw(st.one_of(st.just("test://static-text"), hostile_text))}
-    if method == "test/echo":
-        return {"value": draw(st.one_of(json_values, markers))}
-    return {}
+    if draw(st.integers(0, 4)) == 0:
+        params["_meta"] = {"progressToken": draw(hostile_ids)}
+    return params
 
 
 @st.composite
