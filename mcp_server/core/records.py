@@ -16,14 +16,57 @@ from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 
+from ..wire.jsonrpc import MAX_METHOD_LENGTH
 from .states import State
 
-__all__ = ["DuplicateRequest", "Ledger", "LedgerRecord", "request_key"]
+__all__ = [
+    "NAME_LENGTH",
+    "DuplicateRequest",
+    "Ledger",
+    "LedgerRecord",
+    "make_storable",
+    "request_key",
+    "storable",
+    "storable_outcome",
+]
+
+NAME_LENGTH = 300
+"""What the ledger keeps of the tool, prompt or resource a request names (characters)."""
 
 
 def request_key(request_id: str | int) -> str:
     """The stored form of a JSON-RPC id: ``1`` and ``"1"`` stay distinct."""
     return f"i:{request_id}" if isinstance(request_id, int) else f"s:{request_id}"
+
+
+def storable(text: str, limit: int) -> str:
+    """``text`` as every ledger backend can hold it: at most ``limit`` characters, each NUL character and
+    lone UTF-16 surrogate replaced by U+FFFD (PostgreSQL's text columns refuse both, SQLite the latter).
+
+    For what the client named (a tool, a prompt, a URI) and what an error said: the record shows it, the
+    request is not refused for it.
+    """
+    text = text[:limit]
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
+def storable_outcome(outcome: dict[str, Any] | None, limit: int = 500) -> dict[str, Any] | None:
+    """An outcome (``{"result": true}`` or ``{"error": {"code", "message"}}``) every backend can hold."""
+    if outcome is None or "error" not in outcome:
+        return outcome
+    error = outcome["error"] if isinstance(outcome["error"], dict) else {}
+    code = error.get("code")
+    return {
+        "error": {
+            "code": code if isinstance(code, int) and not isinstance(code, bool) else None,
+            "message": storable(str(error.get("message", "")), limit),
+        }
+    }
 
 
 class DuplicateRequest(Exception):
@@ -55,6 +98,15 @@ class LedgerRecord:
         """The JSON-RPC id, with its original type."""
         kind, _, raw = self.request_key.partition(":")
         return int(raw) if kind == "i" else raw
+
+
+def make_storable(record: LedgerRecord) -> None:
+    """Make every text field of ``record`` but its identity (session, request id) storable, in place."""
+    record.method = storable(record.method, MAX_METHOD_LENGTH)
+    record.name = storable(record.name, NAME_LENGTH)
+    record.worker = storable(record.worker, 200)
+    record.channel = storable(record.channel, 200)
+    record.outcome = storable_outcome(record.outcome)
 
 
 class Ledger(ABC):

@@ -15,6 +15,7 @@ thread-safe (Redis and local memory are).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from datetime import datetime, timedelta
 from functools import cached_property
@@ -189,24 +190,39 @@ class CacheLedger(Ledger):
         high = self._reserve(len(inserts))
         pending: dict[str, Any] = {}
         final: dict[str, Any] = {}
-        for pk, record in zip(range(high - len(inserts) + 1, high + 1), inserts, strict=True):
-            if record.state == State.PENDING:
-                key = self._k("k", record.session_id, record.request_key)
-                if record.session_id is not None and not self.cache.add(key, pk, None):
-                    refused.append(record)
-                    final[self._k("s", pk)] = "refused"  # a settled gap: listing and pruning move past it
-                    continue
-                record.pk = pk
-                pending[self._k("e", pk)] = dataclasses.asdict(record)
-            else:
-                record.pk = pk
-                final[self._k("e", pk)] = dataclasses.asdict(record)
-                final[self._k("s", pk)] = record.state
-        if pending:
-            self.cache.set_many(pending, None)
+        claimed: list[str] = []
+        try:
+            for pk, record in zip(range(high - len(inserts) + 1, high + 1), inserts, strict=True):
+                if record.state == State.PENDING:
+                    key = self._k("k", record.session_id, record.request_key)
+                    if record.session_id is not None:
+                        if not self.cache.add(key, pk, None):
+                            refused.append(record)
+                            final[self._k("s", pk)] = "refused"  # a settled gap: listing and pruning pass it
+                            continue
+                        claimed.append(key)
+                    record.pk = pk
+                    pending[self._k("e", pk)] = dataclasses.asdict(record)
+                else:
+                    record.pk = pk
+                    final[self._k("e", pk)] = dataclasses.asdict(record)
+                    final[self._k("s", pk)] = record.state
+            if pending:
+                self.cache.set_many(pending, None)
+        except BaseException:
+            # The batch is written again (or one record at a time): its ids must not stay claimed by records
+            # that were never stored, or they would be refused as their own duplicates.
+            self._release(claimed)
+            raise
         if final:
             self.cache.set_many(final, retention + 60)
         return refused
+
+    def _release(self, keys: list[str]) -> None:
+        """Best effort: when the store itself is out of reach, the claims stay (their requests, written
+        again, are then refused as duplicates of themselves)."""
+        with contextlib.suppress(Exception):
+            self.cache.delete_many(keys)
 
     def check(self) -> list[str]:
         from django.core.cache.backends.locmem import LocMemCache

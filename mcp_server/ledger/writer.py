@@ -8,9 +8,12 @@ batch is written becomes one final record; a longer one a pending record, then i
 What a worker crash loses from the record: the requests that arrived less than ``LEDGER_FLUSH_INTERVAL``
 before it (their connections died with the worker) and the settlements of that last interval (their rows
 stay pending until a survivor settles them -32000 as orphans). A store that fails keeps the batch queued and
-is retried with backoff: the record converges once the store answers again. ``LEDGER_FLUSH_INTERVAL = 0``
-writes through: each open and settle waits for its own write, and a pending duplicate is refused before the
-request runs.
+is retried with backoff: the record converges once the store answers again. A store that refuses a value
+(:data:`REFUSED_VALUE`: text PostgreSQL cannot hold, a value too long for its column) does not hold the batch
+back: its records are written one by one, and one the store refuses even once made storable
+(:func:`~mcp_server.core.records.make_storable`) is dropped with an error in the log.
+``LEDGER_FLUSH_INTERVAL = 0`` writes through: each open and settle waits for its own write, and a pending
+duplicate is refused before the request runs.
 """
 
 from __future__ import annotations
@@ -21,18 +24,22 @@ import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from django.db import close_old_connections
+from django.db import DataError, close_old_connections
 
-from ..core.records import DuplicateRequest, Ledger, LedgerRecord
+from ..core.records import DuplicateRequest, Ledger, LedgerRecord, make_storable
 from ..core.states import State
 
-__all__ = ["LedgerWriter"]
+__all__ = ["REFUSED_VALUE", "LedgerWriter"]
 
 logger = logging.getLogger("mcp_server.ledger")
 
 Refused = Callable[[LedgerRecord], Awaitable[None]]
 
 MAX_BACKOFF = 5.0
+
+REFUSED_VALUE = (DataError, ValueError, TypeError)
+"""Errors by which a store refuses a value rather than fails (``UnicodeEncodeError`` is a ``ValueError``):
+writing the same record again cannot succeed, so it must not hold back the others."""
 
 
 class LedgerWriter:
@@ -64,7 +71,7 @@ class LedgerWriter:
     async def opened(self, record: LedgerRecord) -> None:
         """A request arrived. Write-through raises :class:`DuplicateRequest` for a pending duplicate."""
         if self.write_through:
-            refused = await self._write([record], [])
+            refused = await self._write_through([record], [])
             if refused:
                 raise DuplicateRequest(record.request_key)
             return
@@ -76,9 +83,9 @@ class LedgerWriter:
         key = id(record)
         if self.write_through:
             if record.pk is None:
-                await self._write([record], [])
+                await self._write_through([record], [])
             else:
-                await self._write([], [record])
+                await self._write_through([], [record])
             return
         if key in self._inserts:
             return  # not written yet: it will be written once, final
@@ -91,36 +98,94 @@ class LedgerWriter:
     async def flush(self) -> None:
         """Write everything queued so far (the store's errors propagate; the records stay queued)."""
         async with self._lock:
-            inserts = list(self._inserts.values())
-            self._inserts.clear()
-            updates = [r for r in self._updates.values() if r.pk is not None]
-            waiting = {k: r for k, r in self._updates.items() if r.pk is None}
-            self._updates = waiting
+            inserts, updates = self._take()
             if not inserts and not updates:
                 return
-            snapshots = [dataclasses.replace(r) for r in inserts]
-            self._writing = {id(r) for r in inserts}
             try:
-                refused = await self._write(snapshots, [dataclasses.replace(r) for r in updates])
-            except BaseException:
-                for record in inserts:
-                    self._inserts.setdefault(id(record), record)
-                for record in updates:
-                    self._updates.setdefault(id(record), record)
-                raise
-            finally:
-                self._writing = set()
-            refused_ids = {id(s) for s in refused}
-            for record, snapshot in zip(inserts, snapshots, strict=True):
-                record.pk = snapshot.pk
-                if id(snapshot) in refused_ids:
-                    later = self._updates.pop(id(record), None)
-                    if later is not None:  # settled while its pending row was being refused
-                        self._inserts[id(record)] = later
-                    if self.on_refused is not None and record.state == State.PENDING:
-                        await self.on_refused(record)
+                await self._write_batch(inserts, updates)
+            except REFUSED_VALUE:
+                await self._write_each()
         if self._inserts or self._updates:
             self._wake()
+
+    def _take(self) -> tuple[list[LedgerRecord], list[LedgerRecord]]:
+        """The queued inserts, and the queued updates whose rows are written (the others stay queued)."""
+        inserts = list(self._inserts.values())
+        self._inserts.clear()
+        updates = [r for r in self._updates.values() if r.pk is not None]
+        self._updates = {k: r for k, r in self._updates.items() if r.pk is None}
+        return inserts, updates
+
+    async def _write_batch(self, inserts: list[LedgerRecord], updates: list[LedgerRecord]) -> None:
+        """Write one batch; on an error its records are queued again and the error propagates."""
+        snapshots = [dataclasses.replace(r) for r in inserts]
+        self._writing = {id(r) for r in inserts}
+        try:
+            refused = await self._write(snapshots, [dataclasses.replace(r) for r in updates])
+        except BaseException:
+            for record in inserts:
+                self._inserts.setdefault(id(record), record)
+            for record in updates:
+                self._updates.setdefault(id(record), record)
+            raise
+        finally:
+            self._writing = set()
+        refused_ids = {id(s) for s in refused}
+        for record, snapshot in zip(inserts, snapshots, strict=True):
+            record.pk = snapshot.pk
+            if id(snapshot) in refused_ids:
+                later = self._updates.pop(id(record), None)
+                if later is not None:  # settled while its pending row was being refused
+                    self._inserts[id(record)] = later
+                if self.on_refused is not None and record.state == State.PENDING:
+                    await self.on_refused(record)
+
+    async def _write_each(self) -> None:
+        """After the store refused a value: write what is queued one record at a time, so that a record it
+        refuses cannot hold back the others. A failure of the store itself propagates (what is not written
+        stays queued)."""
+        for record in [r for r in self._updates.values() if r.pk is not None]:
+            del self._updates[id(record)]
+            await self._write_alone([], [record])
+        for record in list(self._inserts.values()):
+            del self._inserts[id(record)]
+            await self._write_alone([record], [])
+
+    async def _write_alone(self, inserts: list[LedgerRecord], updates: list[LedgerRecord]) -> None:
+        """Write one record; one the store refuses is made storable and tried once more, then dropped."""
+        record = (inserts or updates)[0]
+        try:
+            await self._write_batch(inserts, updates)
+            return
+        except REFUSED_VALUE:
+            self._forget(record)
+        make_storable(record)
+        try:
+            await self._write_batch(inserts, updates)
+        except REFUSED_VALUE as exc:
+            self._forget(record)
+            _log_dropped(record, exc)
+
+    def _forget(self, record: LedgerRecord) -> None:
+        """Take a record a failed write queued again back off the queues."""
+        self._inserts.pop(id(record), None)
+        self._updates.pop(id(record), None)
+
+    async def _write_through(
+        self, inserts: list[LedgerRecord], updates: list[LedgerRecord]
+    ) -> list[LedgerRecord]:
+        """Write one record now (``LEDGER_FLUSH_INTERVAL`` 0); one the store refuses even once made storable
+        is dropped (logged), the request goes on."""
+        try:
+            return await self._write(inserts, updates)
+        except REFUSED_VALUE:
+            record = (inserts or updates)[0]
+            make_storable(record)
+        try:
+            return await self._write(inserts, updates)
+        except REFUSED_VALUE as exc:
+            _log_dropped(record, exc)
+            return []
 
     async def _write(self, inserts: list[LedgerRecord], updates: list[LedgerRecord]) -> list[LedgerRecord]:
         loop = asyncio.get_running_loop()
@@ -166,3 +231,15 @@ class LedgerWriter:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         self._executor.shutdown(wait=False)
+
+
+def _log_dropped(record: LedgerRecord, exc: BaseException) -> None:
+    logger.error(
+        "ledger record dropped: the store refuses it (%s: %s): session %s, request %r, %s, %s",
+        type(exc).__name__,
+        exc,
+        record.session_id,
+        record.request_key,
+        record.method,
+        record.state,
+    )

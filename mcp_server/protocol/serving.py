@@ -82,6 +82,8 @@ async def answer_initialize(
         )
     if entry is not None:
         await runtime.requests.settle(entry, ANSWERED, response)
+        if entry.reply is not None:  # what was recorded, and is sent: one JSON cannot carry was replaced
+            response = entry.reply.message
     return response, session
 
 

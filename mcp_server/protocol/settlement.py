@@ -22,10 +22,17 @@ from typing import Any, Protocol
 
 from django.utils import timezone
 
-from ..core.records import DuplicateRequest, LedgerRecord, request_key
+from ..core.records import (
+    NAME_LENGTH,
+    DuplicateRequest,
+    LedgerRecord,
+    request_key,
+    storable,
+    storable_outcome,
+)
 from ..core.states import State
 from ..wire.errors import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_ABORTED, JSONRPCError
-from ..wire.jsonrpc import RequestId, error_response
+from ..wire.jsonrpc import MAX_METHOD_LENGTH, Reply, RequestId, encode_reply, error_response, id_problem
 
 __all__ = [
     "ABORTED",
@@ -88,12 +95,12 @@ def aborted_response(request_id: RequestId) -> dict[str, Any]:
 
 
 def outcome_of(response: dict[str, Any] | None) -> dict[str, Any] | None:
-    """What the ledger keeps of a response: the error, or that there was a result."""
+    """What the ledger keeps of a response: the error (its message as every backend can store it), or that
+    there was a result."""
     if response is None:
         return None
     if "error" in response:
-        error = response["error"]
-        return {"error": {"code": error.get("code"), "message": str(error.get("message", ""))[:500]}}
+        return storable_outcome({"error": response["error"]})
     return {"result": True}
 
 
@@ -106,6 +113,8 @@ class PendingRequest:
     deliver: Deliver
     task: asyncio.Task[Any] | None = None
     state: str = PENDING
+    reply: Reply | None = None
+    """Once settled with a response: the response as sent, and its bytes (transports send these)."""
 
     @property
     def session_id(self) -> str | None:
@@ -165,10 +174,13 @@ class RequestTable:
         seconds: float | None = None,
         lease: float = 30.0,
     ) -> PendingRequest:
-        """Take an arriving request. Raises -32600 for an id pending in the same session.
+        """Take an arriving request. Raises -32600 for an id pending in the same session, or one no
+        request may have (see :func:`~mcp_server.wire.jsonrpc.id_problem`; the transports refuse it first).
 
         A request whose cancel arrived first (I9) is settled as cancelled at once: it never runs.
         """
+        if (problem := id_problem(request_id)) is not None:
+            raise JSONRPCError(INVALID_REQUEST, f"Invalid request: {problem}")
         key = request_key(request_id)
         if session_id is not None and (session_id, key) in self._entries:
             raise _duplicate(request_id)
@@ -176,8 +188,8 @@ class RequestTable:
         record = LedgerRecord(
             session_id=session_id,
             request_key=key,
-            method=method,
-            name=name[:300],
+            method=storable(method, MAX_METHOD_LENGTH),
+            name=storable(name, NAME_LENGTH),
             user_id=user_id,
             worker=self.worker_id,
             channel=self._channel(),
@@ -201,10 +213,25 @@ class RequestTable:
         return entry
 
     async def settle(self, entry: PendingRequest, state: str, response: dict[str, Any] | None) -> bool:
-        """Settle ``entry``: ``True`` for the one caller that moves it from pending (it delivers)."""
+        """Settle ``entry``: ``True`` for the one caller that moves it from pending (it delivers).
+
+        The response is encoded here, once (``entry.reply``): one that JSON cannot carry is replaced by the
+        error :func:`~mcp_server.wire.jsonrpc.encode_reply` makes of it, and that is what is both delivered
+        and recorded.
+        """
         if entry.state != PENDING:
             return False
         entry.state = state
+        if response is not None:
+            entry.reply = encode_reply(response)
+            if entry.reply.message is not response:
+                logger.warning(
+                    "the response to %r (%s) could not be sent as JSON; answered: %s",
+                    entry.request_id,
+                    entry.method,
+                    entry.reply.message["error"]["message"],
+                )
+                response = entry.reply.message
         if entry.session_id is None:
             self._stateless.discard(entry)
         elif self._entries.get(entry.key) is entry:

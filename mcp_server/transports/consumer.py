@@ -26,7 +26,7 @@ from ..core.context import SessionState
 from ..registry.server import MCPServer
 from ..runtime import Runtime, get_runtime
 from ..wire.errors import INTERNAL_ERROR, JSONRPCError
-from ..wire.jsonrpc import dumps, error_response
+from ..wire.jsonrpc import encode_message, encode_reply, error_response
 from ..wire.versions import BATCH_VERSIONS, DEFAULT_HEADER_VERSION, SUPPORTED_VERSIONS
 from . import sse
 from .exchange import PostExchange
@@ -246,17 +246,19 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             session_id, self.stream_session = self.stream_session, None
             await self.runtime.detach_stream(session_id, self.sink)
 
-    async def _json(self, status: int, payload: Any, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    async def _json(
+        self, status: int, payload: dict[str, Any], extra: list[tuple[bytes, bytes]] | None = None
+    ) -> None:
         headers = [(b"content-type", b"application/json"), *(extra or [])]
+        body = encode_reply(payload).data
         await self.send({"type": "http.response.start", "status": status, "headers": headers})
-        await self.send({"type": "http.response.body", "body": dumps(payload), "more_body": False})
+        await self.send({"type": "http.response.body", "body": body, "more_body": False})
 
     async def _problem(self, problem: HTTPProblem) -> None:
         extra = [(b"allow", b"GET, POST, DELETE")] if problem.status == 405 else []
         extra += problem.headers
-        await self._json(
-            problem.status, error_response(None, JSONRPCError(problem.code, problem.message)), extra
-        )
+        error = JSONRPCError(problem.code, problem.message)
+        await self._json(problem.status, error_response(problem.request_id, error), extra)
 
     async def _finish_with(self, sending: Awaitable[None]) -> None:
         await sending
@@ -272,7 +274,11 @@ class _GetStream:
     async def send(self, message: dict[str, Any]) -> None:
         """A server-initiated message for this session's GET stream (from any worker)."""
         if self.consumer.stream_session is not None:
-            body = sse.event(message)
+            try:
+                body = sse.event(encode_message(message))
+            except JSONRPCError as exc:  # nobody to tell: the message is dropped, the stream goes on
+                logger.warning("a message for session %s was dropped: %s", self.consumer.stream_session, exc)
+                return
             await self.consumer.send({"type": "http.response.body", "body": body, "more_body": True})
 
     def close(self, reason: str) -> None:

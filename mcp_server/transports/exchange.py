@@ -19,12 +19,7 @@ from ..protocol.settlement import PendingRequest
 from ..registry.server import MCPServer
 from ..runtime import Runtime
 from ..wire.errors import INVALID_REQUEST, JSONRPCError
-from ..wire.jsonrpc import (
-    IncomingMessage,
-    JSONRPCRequest,
-    dumps,
-    error_response,
-)
+from ..wire.jsonrpc import IncomingMessage, JSONRPCRequest, encode_message, encode_reply, error_response
 from . import sse
 
 __all__ = ["PostExchange", "Send"]
@@ -46,7 +41,7 @@ class _ExchangePeer(RequestPeer):
         return self.exchange.session.id
 
     async def emit(self, message: dict[str, Any]) -> bool:
-        self.exchange.queue.put_nowait(("message", message))
+        self.exchange.queue.put_nowait(("message", encode_message(message)))
         return True
 
     async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
@@ -84,15 +79,17 @@ class PostExchange:
         self.user = user
         self.headers = list(headers or [])
         self.stateless = stateless
-        self.queue: asyncio.Queue[tuple[str, dict[str, Any] | None]] = asyncio.Queue()
+        self.queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
+        """``("reply", bytes)`` a response, ``("message", bytes)`` a notification or a server-to-client
+        request (in ``auto`` mode the first one turns the response into a stream), ``("settled", b"")``."""
         self.streaming = False
 
     async def run(self, messages: list[IncomingMessage | dict[str, Any]]) -> None:
         """Serve ``messages`` (already-built error responses may be mixed in) and send the HTTP response."""
         open_count = 0
         for message in messages:
-            if isinstance(message, dict):
-                self.queue.put_nowait(("message", message))
+            if isinstance(message, dict):  # the refusal of a batch member
+                self._reply(message)
             elif isinstance(message, JSONRPCRequest):
                 open_count += await self._start(message)
             else:
@@ -118,7 +115,7 @@ class PostExchange:
                 request=self.request,
             )
         except JSONRPCError as exc:
-            self.queue.put_nowait(("message", error_response(message.id, exc)))
+            self._reply(error_response(message.id, exc))
             return 0
         return 1
 
@@ -129,41 +126,44 @@ class PostExchange:
         )
         if session is not None:
             self.headers.append((SESSION_HEADER, session.id.encode()))
-        self.queue.put_nowait(("message", response))
+        self._reply(response)
+
+    def _reply(self, response: dict[str, Any]) -> None:
+        """A response that was not settled through the request table (a refusal, ``initialize``)."""
+        self.queue.put_nowait(("reply", encode_reply(response).data))
 
     async def _deliver(self, entry: PendingRequest, response: dict[str, Any] | None) -> None:
-        if response is not None:
-            self.queue.put_nowait(("message", response))
-        self.queue.put_nowait(("settled", None))
+        if entry.reply is not None:  # encoded once, by the settlement
+            self.queue.put_nowait(("reply", entry.reply.data))
+        self.queue.put_nowait(("settled", b""))
 
     # -- framing ---------------------------------------------------------------------------------
 
     async def _drain(self, open_count: int) -> None:
-        held: list[dict[str, Any]] = []
+        held: list[bytes] = []
         if self.mode == "sse":
             await self._start_stream()
         while open_count > 0 or not self.queue.empty():
-            kind, message = await self.queue.get()
+            kind, data = await self.queue.get()
             if kind == "settled":
                 open_count -= 1
                 continue
-            assert message is not None
             if self.streaming:
-                await self._event(message)
-            elif "method" not in message:
-                held.append(message)
+                await self._event(data)
+            elif kind == "reply":
+                held.append(data)
             elif self.mode == "auto":
                 await self._start_stream()
                 for earlier in held:
                     await self._event(earlier)
                 held.clear()
-                await self._event(message)
+                await self._event(data)
         if self.streaming:
             await self.send({"type": "http.response.body", "body": b"", "more_body": False})
         elif not held:
             await self._respond_accepted()
         else:
-            body = dumps(held if self.is_batch else held[0])
+            body = b"[" + b",".join(held) + b"]" if self.is_batch else held[0]
             await self.send(
                 {"type": "http.response.start", "status": 200, "headers": JSON_HEADERS + self.headers}
             )
@@ -175,8 +175,8 @@ class PostExchange:
             {"type": "http.response.start", "status": 200, "headers": sse.SSE_HEADERS + self.headers}
         )
 
-    async def _event(self, message: dict[str, Any]) -> None:
-        await self.send({"type": "http.response.body", "body": sse.event(message), "more_body": True})
+    async def _event(self, data: bytes) -> None:
+        await self.send({"type": "http.response.body", "body": sse.event(data), "more_body": True})
 
     async def _respond_accepted(self) -> None:
         await self.send({"type": "http.response.start", "status": 202, "headers": self.headers})

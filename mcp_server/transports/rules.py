@@ -33,12 +33,15 @@ class HTTPProblem(Exception):
         *,
         code: int = -32600,
         headers: list[tuple[bytes, bytes]] | None = None,
+        request_id: str | int | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.code = code
         self.headers = list(headers or [])
+        self.request_id = request_id
+        """The id of the refused request, when it could be read (its error answer carries it)."""
 
 
 def headers_of(raw: Iterable[tuple[bytes, bytes]]) -> Headers:

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..wire.jsonrpc import dumps
-
 __all__ = ["SSE_HEADERS", "event"]
 
 SSE_HEADERS = [
@@ -15,7 +11,7 @@ SSE_HEADERS = [
 ]
 
 
-def event(message: dict[str, Any], event_id: str | None = None) -> bytes:
-    """One ``message`` event carrying a JSON-RPC message."""
+def event(data: bytes, event_id: str | None = None) -> bytes:
+    """One ``message`` event carrying a JSON-RPC message, already encoded (``data``: one line of JSON)."""
     head = f"id: {event_id}\n" if event_id is not None else ""
-    return f"{head}event: message\ndata: ".encode() + dumps(message) + b"\n\n"
+    return f"{head}event: message\ndata: ".encode() + data + b"\n\n"

@@ -36,11 +36,14 @@ from ..runtime import Runtime
 from ..sessions import LAST_SEEN_EVERY, state_of
 from ..wire.errors import INTERNAL_ERROR, INVALID_REQUEST, JSONRPCError
 from ..wire.jsonrpc import (
+    IncomingMessage,
     JSONRPCRequest,
     decode_body,
-    dumps,
+    encode_message,
+    encode_reply,
     error_response,
     parse_message,
+    refusal,
     result_response,
 )
 
@@ -116,9 +119,9 @@ class LineWriter:
         self._lock = asyncio.Lock()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-stdout")
 
-    async def write(self, message: dict[str, Any]) -> bool:
-        """Send ``message``; ``False`` when the output is gone (the client stopped reading)."""
-        data = dumps(message) + b"\n"
+    async def write(self, message: bytes) -> bool:
+        """Send one encoded message as a line; ``False`` when the output is gone (nobody reads it)."""
+        data = message + b"\n"
         async with self._lock:
             if self.broken:
                 return False
@@ -153,7 +156,7 @@ class _StdioPeer(RequestPeer):
         return self.session.state.id if self.session.state is not None else None
 
     async def emit(self, message: dict[str, Any]) -> bool:
-        return bool(await self.session.writer.write(message))
+        return bool(await self.session.writer.write(encode_message(message)))
 
 
 class StdioLoop:
@@ -231,22 +234,39 @@ class StdioLoop:
 
     # -- incoming messages -----------------------------------------------------------------------------
 
+    async def _answer(self, response: dict[str, Any]) -> None:
+        """Write a response that was not settled through the request table (a refusal, ``initialize``)."""
+        await self.writer.write(encode_reply(response).data)
+
     async def _handle_line(self, line: Line) -> None:
+        """Answer or act on one line; whatever the line holds, the loop goes on."""
+        try:
+            message = await self._read(line)
+            if message is not None:
+                await self._act(message)
+        except Exception:  # a bug, not the client's input: the line still gets its answer
+            logger.exception("could not act on a line of input")
+            error = JSONRPCError(INTERNAL_ERROR, "Internal error while reading a message")
+            await self._answer(error_response(None, error))
+
+    async def _read(self, line: Line) -> IncomingMessage | None:
+        """The message a line carries, or ``None`` once the line has been answered with an error."""
         if isinstance(line, Marker):
             limit = mcp_settings.MAX_REQUEST_BYTES
             error = JSONRPCError(INVALID_REQUEST, f"Invalid request: message longer than {limit} bytes")
-            await self.writer.write(error_response(None, error))
-            return
+            await self._answer(error_response(None, error))
+            return None
         payload: Any = None
         try:
             payload = decode_body(line)
             if isinstance(payload, list):
                 raise JSONRPCError(INVALID_REQUEST, "Invalid request: batches are not supported on stdio")
-            message = parse_message(payload)
+            return parse_message(payload)
         except JSONRPCError as exc:
-            item_id = payload.get("id") if isinstance(payload, dict) else None
-            await self.writer.write(error_response(item_id if isinstance(item_id, str | int) else None, exc))
-            return
+            await self._answer(refusal(payload, exc))
+            return None
+
+    async def _act(self, message: IncomingMessage) -> None:
         await self._touch()
         try:
             if isinstance(message, JSONRPCRequest):
@@ -259,7 +279,7 @@ class StdioLoop:
             logger.exception("could not act on a %s", type(message).__name__)
             if isinstance(message, JSONRPCRequest):
                 error = JSONRPCError(INTERNAL_ERROR, f"Internal error while handling {message.method}")
-                await self.writer.write(error_response(message.id, error))
+                await self._answer(error_response(message.id, error))
 
     async def _request(self, message: JSONRPCRequest) -> None:
         if message.method == "initialize":
@@ -267,10 +287,10 @@ class StdioLoop:
             return
         if self.state is None:
             if message.method == "ping":
-                await self.writer.write(result_response(message.id, {}))
+                await self._answer(result_response(message.id, {}))
             else:
                 error = JSONRPCError(INVALID_REQUEST, "Invalid request: send initialize first")
-                await self.writer.write(error_response(message.id, error))
+                await self._answer(error_response(message.id, error))
             return
         try:
             entry = await start_request(
@@ -283,7 +303,7 @@ class StdioLoop:
                 user=self.user,
             )
         except JSONRPCError as exc:
-            await self.writer.write(error_response(message.id, exc))
+            await self._answer(error_response(message.id, exc))
             return
         self.open.add(entry)
         self._idle.clear()
@@ -291,7 +311,7 @@ class StdioLoop:
     async def _initialize(self, message: JSONRPCRequest) -> None:
         if self.state is not None:
             error = JSONRPCError(INVALID_REQUEST, "Invalid request: the session is already initialized")
-            await self.writer.write(error_response(message.id, error))
+            await self._answer(error_response(message.id, error))
             return
         response, session = await answer_initialize(
             self.runtime, self.server, message, user=self.user, transport="stdio"
@@ -303,12 +323,12 @@ class StdioLoop:
             except Exception:
                 logger.exception("server-initiated notifications will not reach this session")
             logger.info("stdio session %s opened by %s", session.id, session.client_name or "a client")
-        await self.writer.write(response)
+        await self._answer(response)
 
     async def _deliver(self, entry: PendingRequest, response: dict[str, Any] | None) -> None:
         """The one way a response leaves: called once per request by the settlement that wins."""
-        if response is not None:
-            await self.writer.write(response)
+        if entry.reply is not None:  # encoded once, by the settlement
+            await self.writer.write(entry.reply.data)
         self.open.discard(entry)
         if not self.open:
             self._idle.set()
@@ -327,7 +347,12 @@ class StdioLoop:
 
     async def send(self, message: dict[str, Any]) -> None:
         """A server-initiated notification for this session (from any process)."""
-        await self.writer.write(message)
+        try:
+            data = encode_message(message)
+        except JSONRPCError as exc:  # nobody to tell: the message is dropped, the session goes on
+            logger.warning("a message for this session was dropped: %s", exc)
+            return
+        await self.writer.write(data)
 
     def close(self, reason: str) -> None:
         """The session was ended elsewhere (an operator, another process): stop."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from mcp_types.jsonrpc import (
@@ -17,45 +18,140 @@ from mcp_types.jsonrpc import (
 )
 from pydantic import ValidationError
 
-from .errors import INVALID_REQUEST, PARSE_ERROR, JSONRPCError
+from .errors import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, JSONRPCError
 
 __all__ = [
+    "MAX_ID_LENGTH",
+    "MAX_INT_ID",
+    "MAX_METHOD_LENGTH",
+    "MIN_INT_ID",
+    "UNENCODABLE",
     "IncomingMessage",
     "JSONRPCNotification",
     "JSONRPCRequest",
     "JSONRPCResponse",
+    "Reply",
     "RequestId",
     "WireError",
     "decode_body",
     "dumps",
+    "echoable_id",
+    "encodable",
+    "encode_message",
+    "encode_reply",
     "error_response",
+    "id_problem",
+    "method_problem",
     "notification",
     "parse_message",
+    "refusal",
     "result_response",
+    "scrub",
+    "unencodable_reason",
 ]
 
 IncomingMessage: TypeAlias = JSONRPCRequest | JSONRPCNotification | JSONRPCResponse | WireError
 
+MAX_ID_LENGTH = 198
+"""The longest string id a request may have: the ledger stores it as ``s:<id>`` in a 200-character column."""
+
+MAX_METHOD_LENGTH = 100
+"""The longest method name a request may have (the ledger's ``method`` column)."""
+
+MIN_INT_ID = -(2**63)
+MAX_INT_ID = 2**63 - 1
+"""Integer ids must fit in 64 bits (any client's integer type, a database's ``bigint``)."""
+
+UNENCODABLE = (ValueError, TypeError, RecursionError)
+"""What :func:`dumps` raises for a value JSON cannot carry (``UnicodeEncodeError`` is a ``ValueError``)."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+
 
 def dumps(message: Any) -> bytes:
-    """Compact UTF-8 JSON, as sent on every transport."""
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+    """Compact UTF-8 JSON, as sent on every transport; raises one of :data:`UNENCODABLE` for a value JSON
+    cannot carry (a lone UTF-16 surrogate, NaN or an infinity, a non-JSON type, nesting past the stack)."""
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
 
 
 def decode_body(body: bytes) -> Any:
-    """Parse a request body; raise -32700 when it is not JSON."""
+    """Parse a request body (UTF-8, or UTF-16/32 with its byte order mark); raise -32700 when it is not
+    JSON: invalid UTF-8, ``NaN`` or ``Infinity``, or nesting deeper than the parser can go."""
     try:
-        return json.loads(body)
+        return _DECODER.decode(body.decode(json.detect_encoding(body)))
+    except RecursionError:
+        raise JSONRPCError(PARSE_ERROR, "Parse error: JSON nested too deeply") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise JSONRPCError(PARSE_ERROR, f"Parse error: {exc}") from exc
 
 
+def encodable(text: str) -> bool:
+    """Whether ``text`` can be sent as UTF-8 (it holds no lone UTF-16 surrogate)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def id_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be the id of a request this server accepts, or ``None`` when it can.
+
+    An id must be a string or an integer (JSON-RPC), fit the ledger (:data:`MAX_ID_LENGTH`, 64 bits), hold
+    no NUL character (no database text column can) and no lone surrogate (it could not be sent back).
+    """
+    if value is None:
+        return "a request id must not be null"
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return "a request id must be a string or an integer"
+    if isinstance(value, int):
+        return None if MIN_INT_ID <= value <= MAX_INT_ID else "an integer request id must fit in 64 bits"
+    if len(value) > MAX_ID_LENGTH:
+        return f"a string request id must be at most {MAX_ID_LENGTH} characters long"
+    if "\x00" in value:
+        return "a request id must not contain NUL characters"
+    if not encodable(value):
+        return "a request id must not contain lone UTF-16 surrogates"
+    return None
+
+
+def method_problem(method: str) -> str | None:
+    """Why a request's ``method`` cannot be accepted (too long, NUL, a lone surrogate), or ``None``."""
+    if len(method) > MAX_METHOD_LENGTH:
+        return f"a method name must be at most {MAX_METHOD_LENGTH} characters long"
+    if "\x00" in method:
+        return "a method name must not contain NUL characters"
+    if not encodable(method):
+        return "a method name must not contain lone UTF-16 surrogates"
+    return None
+
+
+def echoable_id(value: Any) -> RequestId | None:
+    """The id to answer a refused message with: its own when it is a string or an integer that can be sent
+    back, else ``None`` (JSON-RPC's null: the id could not be read)."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    return value if isinstance(value, int) or encodable(value) else None
+
+
 def parse_message(obj: Any) -> IncomingMessage:
-    """Validate one decoded JSON value as a JSON-RPC message; raise -32600 when it is not one."""
+    """Validate one decoded JSON value as a JSON-RPC message; raise -32600 when it is not one, or when it is a
+    request this server cannot accept (see :func:`id_problem`, :func:`method_problem`).
+
+    A request whose id is of the wrong type is refused, never taken for a notification (which would go
+    unanswered).
+    """
     if not isinstance(obj, dict):
         raise JSONRPCError(INVALID_REQUEST, "Invalid request: a JSON-RPC message must be an object")
-    if "method" in obj and obj.get("id", 0) is None:
-        raise JSONRPCError(INVALID_REQUEST, "Invalid request: a request id must not be null")
+    if "method" in obj and "id" in obj and (problem := id_problem(obj["id"])) is not None:
+        raise JSONRPCError(INVALID_REQUEST, f"Invalid request: {problem}")
     if "method" in obj and "id" not in obj and ("result" in obj or "error" in obj):
         raise JSONRPCError(INVALID_REQUEST, "Invalid request: a message cannot be both request and response")
     try:
@@ -63,7 +159,15 @@ def parse_message(obj: Any) -> IncomingMessage:
     except ValidationError as exc:
         detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'message'}: {e['msg']}" for e in exc.errors())
         raise JSONRPCError(INVALID_REQUEST, f"Invalid request: {detail}") from exc
+    if isinstance(message, JSONRPCRequest) and (problem := method_problem(message.method)) is not None:
+        raise JSONRPCError(INVALID_REQUEST, f"Invalid request: {problem}")
     return message
+
+
+def refusal(obj: Any, error: JSONRPCError) -> dict[str, Any]:
+    """The error response to a message refused by :func:`parse_message`: with the message's own id when it
+    can be sent back (see :func:`echoable_id`), else with ``null``."""
+    return error_response(echoable_id(obj.get("id")) if isinstance(obj, dict) else None, error)
 
 
 def result_response(request_id: RequestId, result: dict[str, Any]) -> dict[str, Any]:
@@ -82,3 +186,73 @@ def notification(method: str, params: dict[str, Any] | None = None) -> dict[str,
     if params is not None:
         message["params"] = params
     return message
+
+
+# -- encoding what is sent ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A response and the bytes that carry it: what is recorded is what is sent."""
+
+    message: dict[str, Any]
+    data: bytes
+
+
+def unencodable_reason(exc: BaseException) -> str:
+    """Why :func:`dumps` failed, in words for an error message (never quoting the offending text)."""
+    if isinstance(exc, UnicodeEncodeError):
+        return "a string holds a lone UTF-16 surrogate"
+    if isinstance(exc, RecursionError):
+        return "it is nested too deeply"
+    return scrub(str(exc)) or type(exc).__name__
+
+
+def scrub(text: str) -> str:
+    """``text`` with each lone UTF-16 surrogate replaced by U+FFFD (the replacement character)."""
+    if encodable(text):
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def encode_reply(response: dict[str, Any]) -> Reply:
+    """``response`` encoded for the wire; never raises.
+
+    A response JSON cannot carry is replaced, for the same id: an error keeps its code with its message
+    scrubbed (:func:`scrub`) and its ``data`` dropped; a result becomes -32603 (Internal error) saying why.
+    """
+    try:
+        return Reply(response, dumps(response))
+    except UNENCODABLE as exc:
+        reason = unencodable_reason(exc)
+    request_id = response.get("id")
+    error = response.get("error")
+    candidates: list[dict[str, Any]] = []
+    if isinstance(error, dict) and isinstance(error.get("code"), int):
+        candidates.append(
+            error_response(request_id, JSONRPCError(error["code"], scrub(str(error.get("message")))))
+        )
+    internal = JSONRPCError(
+        INTERNAL_ERROR, f"Internal error: the response could not be sent as JSON ({reason})"
+    )
+    candidates += [error_response(request_id, internal), error_response(None, internal)]
+    for candidate in candidates:
+        try:
+            return Reply(candidate, dumps(candidate))
+        except UNENCODABLE:
+            continue
+    raise AssertionError(
+        "unreachable: the last candidate holds no id and no lone surrogate"
+    )  # pragma: no cover
+
+
+def encode_message(message: dict[str, Any]) -> bytes:
+    """A notification or a server-to-client request encoded for the wire; raises -32603 when JSON cannot
+    carry it (the handler that sends it learns why; nothing half-written goes out)."""
+    try:
+        return dumps(message)
+    except UNENCODABLE as exc:
+        what = message.get("method", "a message")
+        raise JSONRPCError(
+            INTERNAL_ERROR, f"{what} could not be sent as JSON ({unencodable_reason(exc)})"
+        ) from None

@@ -242,3 +242,38 @@ def race_gate(gate: str, ctx: Context) -> str:
 def race_gate_deadline(gate: str, ctx: Context) -> str:
     """``race_gate`` with a 1 s deadline: the thread outlives it, and its late result must be dropped."""
     return _race_gate(gate, ctx)
+
+
+# -- hostile input (tests/transports/test_hostile_http.py) ---------------------------------------------------
+
+
+@mcp.method("test/ledger_records")
+async def raw_ledger_records(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """Every ledger record of the caller's session (or ``params["session"]``), settled or not, as stored
+    (database or cache ledger): what the hostile-input tests check was recorded."""
+    from asgiref.sync import sync_to_async
+
+    from mcp_server.ledger.cache import CacheLedger
+    from mcp_server.ledger.database import DatabaseLedger
+
+    runtime = ctx.runtime
+    assert runtime is not None
+    await runtime.writer.flush()
+    session = str(params.get("session") or ctx.session_id)
+    ledger = runtime.ledger
+    if isinstance(ledger, DatabaseLedger):
+        rows = ledger.model.objects.filter(session_id=session).order_by("pk")
+        found = [(row.request_key, row.method, row.name, row.state, row.outcome) async for row in rows]
+    else:
+        assert isinstance(ledger, CacheLedger)
+
+        def scan() -> list[Any]:
+            high = int(ledger.cache.get(ledger._k("seq")) or 0)
+            return [
+                r for r in map(ledger._get, range(1, high + 1)) if r is not None and r.session_id == session
+            ]
+
+        stored = await sync_to_async(scan, thread_sensitive=False)()
+        found = [(r.request_key, r.method, r.name, r.state, r.outcome) for r in stored]
+    keys = ("request_key", "method", "name", "state", "outcome")
+    return {"records": [dict(zip(keys, values, strict=True)) for values in found]}

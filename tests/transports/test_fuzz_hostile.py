@@ -1,0 +1,270 @@
+"""Property test of I10 against live servers: hypothesis throws hostile bodies (arbitrary JSON and bytes, and
+JSON-RPC-like messages with hostile ids, methods and params, alone or in batches) at the HTTP endpoint in
+every response mode and at ``manage.py mcp_stdio``.
+
+Properties: HTTP answers 2xx or 4xx (never 5xx), with a body a strict client can read (UTF-8 JSON or SSE);
+a 4xx only for a body that may be refused as a whole; otherwise every request whose id is acceptable gets
+exactly one answer with its id, and no answer carries an id that was not sent. stdio answers every line that
+carries a request, writes only UTF-8 JSON lines, and keeps going. After each example nothing of the session
+is left pending in the ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import queue
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.hostile import (
+    acceptable_id,
+    bodies,
+    check_answers,
+    may_fail_to_parse,
+    render,
+    single_messages,
+    strict_json,
+)
+from tests.live import ROOT, LiveServer, migrated_template, shared_site, start_server
+from tests.raw import content_type, open_session, rpc
+from tests.transports.test_stdio import COMMAND, INITIALIZE, stdio_env
+
+BATCH_VERSION = "2025-03-26"
+TIMEOUT = 20.0
+FUZZ = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
+
+
+@pytest.fixture(autouse=True)
+def deep_reader() -> Iterator[None]:
+    """The server may echo values nested ~1000 deep: more than the default recursion limit lets this client
+    read at the depth of a test."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(10_000)
+    yield
+    sys.setrecursionlimit(limit)
+
+
+# -- HTTP ----------------------------------------------------------------------------------------------------
+
+
+def read_http(response: httpx.Response) -> list[dict[str, Any]]:
+    """The messages of a response, read strictly (every one must be a JSON object)."""
+    assert response.status_code < 500, response.text[:2000]
+    if response.status_code == 202:
+        assert response.content == b""
+        return []
+    if content_type(response) == "application/json":
+        body = strict_json(response.content)
+        messages = body if isinstance(body, list) else [body]
+    else:
+        assert content_type(response) == "text/event-stream", response.headers
+        messages = []
+        for block in response.content.split(b"\n\n"):
+            data = [line[5:].lstrip(b" ") for line in block.split(b"\n") if line.startswith(b"data:")]
+            if data:
+                messages.append(strict_json(b"\n".join(data)))
+    assert all(isinstance(m, dict) for m in messages), messages
+    return messages
+
+
+def plainly_valid_request(body: Any) -> bool:
+    """A single request any server must serve: JSON-RPC 2.0, a usable method, an acceptable id."""
+    if not isinstance(body, dict) or may_fail_to_parse(body) or {"result", "error"} & set(body):
+        return False
+    method = body.get("method")
+    return (
+        body.get("jsonrpc") == "2.0"
+        and isinstance(method, str)
+        and method.isascii()
+        and "\x00" not in method
+        and len(method) <= 100
+        and "id" in body
+        and acceptable_id(body["id"])
+        and (body.get("params") is None or isinstance(body["params"], dict))
+    )
+
+
+def check_http(body: Any, response: httpx.Response) -> None:
+    messages = read_http(response)
+    if response.status_code >= 400:
+        assert response.status_code == 400, response.text[:2000]
+        [error] = messages
+        code = error["error"]["code"]
+        if code == -32700:
+            assert may_fail_to_parse(body), error
+        elif isinstance(body, list):  # a batch is refused whole only when empty or holding an initialize
+            assert code == -32600, error
+            assert not body or any(isinstance(e, dict) and e.get("method") == "initialize" for e in body), (
+                error
+            )
+        else:
+            assert code == -32600, error
+            assert not plainly_valid_request(body), error
+        return
+    if plainly_valid_request(body):
+        assert [m.get("id") for m in messages if "method" not in m] == [body["id"]], messages
+    check_answers(body if isinstance(body, list) else [body], [m for m in messages if "method" not in m])
+
+
+async def post_hostile(server: LiveServer, body: Any) -> None:
+    async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+        session = await open_session(http, server.url, BATCH_VERSION)
+        response = await http.post(session.url, content=render(body), headers=session.headers())
+        check_http(body, response)
+        probe = await session.post(rpc("test/ledger_pending", {}, "pending-probe"))
+        [answer] = [m for m in read_http(probe) if m.get("id") == "pending-probe"]
+        assert answer["result"]["pending"] == [], answer  # each request settled and recorded
+
+
+@FUZZ
+@given(body=bodies)
+def test_http_answers_every_hostile_body(any_mode_server: LiveServer, body: Any) -> None:
+    asyncio.run(post_hostile(any_mode_server, body))
+
+
+@pytest.fixture(scope="module")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """A server on PostgreSQL (sessions, database ledger) with Redis (cache, channel layer)."""
+    with shared_site() as env:
+        server = start_server(tmp_path_factory.mktemp("fuzz-postgres"), {"RESPONSE_MODE": "auto"}, **env)
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+@FUZZ
+@given(body=bodies)
+def test_http_answers_every_hostile_body_on_postgresql(postgres_server: LiveServer, body: Any) -> None:
+    """PostgreSQL refuses what SQLite stores (NUL, lone surrogates, over-long values): the same properties."""
+    asyncio.run(post_hostile(postgres_server, body))
+
+
+# -- stdio ---------------------------------------------------------------------------------------------------
+
+
+class Pipes:
+    """``mcp_stdio`` on blocking pipes: one process for every example (each runs in an event loop of its
+    own)."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, *COMMAND],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        self.sent = 0
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+        self.lines.put(b"")
+
+    def send(self, data: bytes) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(data + b"\n")
+        self.process.stdin.flush()
+
+    def receive(self) -> dict[str, Any]:
+        line = self.lines.get(timeout=TIMEOUT)
+        assert line.endswith(b"\n"), f"stdout ended: {line!r} (exit {self.process.poll()})"
+        message = strict_json(line)
+        assert isinstance(message, dict), message
+        return message
+
+    def sentinel(self) -> str:
+        self.sent += 1
+        request_id = f"sentinel-{self.sent}"
+        self.send(json.dumps(rpc("ping", None, request_id)).encode())
+        return request_id
+
+
+@pytest.fixture(scope="module")
+def pipes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipes]:
+    directory = tmp_path_factory.mktemp("fuzz-stdio")
+    database = directory / "db.sqlite3"
+    shutil.copy(migrated_template(directory), database)
+    started = Pipes(stdio_env(database))
+    started.send(json.dumps(rpc("initialize", INITIALIZE, 0)).encode())
+    assert "result" in started.receive()
+    started.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode())
+    yield started
+    if started.process.poll() is None:
+        started.process.kill()
+        started.process.wait()
+
+
+def expected_id(message: Any) -> tuple[bool, Any]:
+    """``(True, id)`` when a line holding ``message`` must be answered with that id."""
+    if isinstance(message, dict) and "method" in message and "id" in message and acceptable_id(message["id"]):
+        return True, message["id"]
+    return False, None
+
+
+@FUZZ
+@given(message=st.one_of(single_messages, st.binary(max_size=64).map(lambda b: b.replace(b"\n", b" "))))
+def test_stdio_answers_every_line_that_carries_a_request(pipes: Pipes, message: Any) -> None:
+    data = message if isinstance(message, bytes) else render(message)
+    must_answer, request_id = expected_id(message) if not isinstance(message, bytes) else (False, None)
+    pipes.send(data)
+    sentinel = pipes.sentinel()
+    answers: list[dict[str, Any]] = []
+    sentinel_seen = False
+    while not sentinel_seen or (must_answer and not answers):
+        received = pipes.receive()
+        if "method" in received:
+            continue  # a notification the line's handler sent
+        if received.get("id") == sentinel:
+            sentinel_seen = True
+            continue
+        answers.append(received)
+    assert len(answers) <= 1, answers  # one line, at most one answer
+    if must_answer and may_fail_to_parse(message) and answers[0]["id"] is None:
+        assert answers[0]["error"]["code"] == -32700, answers  # nested deeper than the parser goes
+    elif must_answer:
+        assert answers[0]["id"] == request_id, answers
+    elif answers:
+        assert "error" in answers[0], answers  # a line that is no request is answered only to refuse it
+        assert answers[0]["id"] is None or (
+            isinstance(message, dict) and answers[0]["id"] == message.get("id")
+        )
+    elif not isinstance(message, bytes) and data.strip() != b"":
+        assert isinstance(message, dict), message  # only a notification or a response goes unanswered
+        assert "id" not in message or "method" not in message, message
+
+
+def test_stdio_ends_cleanly_after_the_fuzz(pipes: Pipes) -> None:
+    """Runs after the fuzz on the same process: it still serves, nothing is pending, and it exits 0."""
+    pipes.send(json.dumps(rpc("test/ledger_pending", {}, "probe")).encode())
+    while (answer := pipes.receive()).get("id") != "probe":
+        pass
+    assert answer["result"]["pending"] == []
+    assert pipes.process.stdin is not None
+    pipes.process.stdin.close()
+    assert pipes.process.wait(timeout=TIMEOUT) == 0
+    while line := pipes.lines.get(timeout=TIMEOUT):
+        strict_json(line)
