@@ -82,6 +82,7 @@ class SessionAdmin(SessionModelAdmin):
         "protocol_version",
         "transport",
         "user",
+        "client_address",
         "created",
         "last_seen",
         "pending_requests",
@@ -93,7 +94,7 @@ class SessionAdmin(SessionModelAdmin):
         ("ended_at", admin.EmptyFieldListFilter),
         ("created", admin.DateFieldListFilter),  # not a date hierarchy: that reads every row's date
     )
-    search_fields = ("id", "client_name")
+    search_fields = ("id", "client_name", "client_address")
     readonly_fields = [f.name for f in Session._meta.get_fields() if f.concrete]
     list_select_related = ("user",)
     list_deferred = ("client_info", "client_capabilities", "subscriptions")

@@ -416,3 +416,19 @@ async def test_a_worker_expires_and_prunes_sessions_in_the_background(
             "SELECT COUNT(*) FROM mcp_server_ledgerentry WHERE session_id = ?", (idle.id,)
         ).fetchone()
     assert left == (0,)
+
+
+async def test_the_official_client_reads_the_refusals(start: Callable[..., LiveServer]) -> None:
+    """What an MCP client shows its user: our message, from the JSON-RPC error in the 429's body."""
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+
+    server = start({"MAX_SESSIONS_PER_CLIENT": 1})
+    async with Client(server.url) as first:
+        assert (await first.call_tool("echo", {"text": "one"})).content[0].text == "one"
+        with pytest.raises(BaseExceptionGroup) as refused:  # the client's task group carries it
+            async with Client(server.url):
+                pass
+        assert refused.group_contains(
+            MCPError, match="Too many open sessions for address 127.0.0.1: 1, at most 1"
+        )

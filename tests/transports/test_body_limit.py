@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mcp_server.transports.body_limit import limited_path
+from mcp_server.transports.body_limit import LINGER, limited_path
 from tests.live import ROOT, LiveServer, base_env, free_port, migrated_template, wait_for_port
 from tests.raw import mcp_headers, rpc
 
@@ -158,6 +158,16 @@ def test_an_announced_length_over_the_limit_is_refused_before_the_body(server: L
         assert readable, "no answer to the headers alone"
         assert_refused(*read_response(sock))
         sock.sendall(b" " * CHUNK)  # the client could still send: the answer came first
+
+
+def test_a_client_expecting_100_continue_gets_the_413_and_nothing_else(server: LiveServer) -> None:
+    """curl's way with large bodies: it waits for "100 Continue", which must not come after the refusal."""
+    with connect(server) as sock:
+        sock.sendall(head(server.port, length=HUGE).replace(b"\r\n\r\n", b"\r\nExpect: 100-continue\r\n\r\n"))
+        status, body = read_response(sock)
+        assert_refused(status, body)
+        sock.settimeout(LINGER + 5)
+        assert sock.recv(65536) == b""  # the end of the connection, no interim response
 
 
 def test_a_chunked_body_is_refused_once_past_the_limit(server: LiveServer) -> None:
