@@ -74,7 +74,6 @@ def _bounded(base: type[Any], paths: frozenset[str]) -> type[Any]:
             if isinstance(target, bytes) and limited_path(target, self.mcp_paths):
                 self._mcp_limit = int(mcp_settings.MAX_REQUEST_BYTES)
             if self._mcp_limit is not None and length is not None and length > self._mcp_limit:
-                self.content = io.BytesIO()
                 self._mcp_refuse(f"Content-Length {length}")
                 return
             super().gotLength(length)
@@ -106,9 +105,10 @@ def _bounded(base: type[Any], paths: frozenset[str]) -> type[Any]:
             channel, transport = self.channel, self.channel.transport
             channel.dataReceived = channel.rawDataReceived = channel.lineReceived = _discard
             transport.write(_refusal(limit))
-            half_close = getattr(transport, "loseWriteConnection", None)
-            if half_close is not None:
-                half_close()  # the client reads the answer, then the end; its input still goes nowhere
+            try:  # the client reads the answer, then the end; its input still goes nowhere
+                transport.loseWriteConnection()
+            except Exception:  # a transport that cannot half-close (some TLS wrappers): closed after LINGER
+                logger.debug("could not half-close a refused connection", exc_info=True)
             from twisted.internet import reactor
 
             clock: Any = reactor  # an IReactorTime (zope's interfaces do not type-check as classes)
