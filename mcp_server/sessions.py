@@ -46,10 +46,22 @@ __all__ = [
     "json_size",
     "new_session_id",
     "state_of",
+    "touch_every",
 ]
 
 LAST_SEEN_EVERY = timedelta(seconds=30)
-"""``last_seen`` is written at most this often per session, not on every request."""
+"""``last_seen`` is written at most this often per session, not on every request (see :func:`touch_every`)."""
+
+
+def touch_every() -> timedelta:
+    """How often a session in use has its ``last_seen`` written: ``LAST_SEEN_EVERY``, or a third of a
+    shorter ``SESSION_IDLE_TIMEOUT``. The stored value lags by at most this much, which is the slack the
+    idle sweep allows (a session in use is never swept, however short the timeout)."""
+    idle = mcp_settings.SESSION_IDLE_TIMEOUT
+    if not idle:
+        return LAST_SEEN_EVERY
+    return min(LAST_SEEN_EVERY, timedelta(seconds=float(idle) / 3))
+
 
 logger = logging.getLogger("mcp_server.sessions")
 
@@ -105,7 +117,7 @@ async def acount_open_sessions(*, user: Any, address: str) -> int:
     rows = Session.objects.filter(ended_at__isnull=True)
     idle = mcp_settings.SESSION_IDLE_TIMEOUT
     if idle:
-        rows = rows.filter(last_seen__gte=timezone.now() - timedelta(seconds=float(idle)) - LAST_SEEN_EVERY)
+        rows = rows.filter(last_seen__gte=timezone.now() - timedelta(seconds=float(idle)) - touch_every())
     if getattr(user, "is_authenticated", False):
         rows = rows.filter(user_id=user.pk)
     else:
@@ -263,10 +275,10 @@ class SessionCache:
         return cached
 
     async def _touch(self, session_id: str, cached: CachedSession, now: datetime) -> None:
-        """Keep ``last_seen`` current: in memory always, in the database at most every ``LAST_SEEN_EVERY``
+        """Keep ``last_seen`` current: in memory always, in the database at most every :func:`touch_every`
         (one write per session and interval: the only database write a request may wait for)."""
         cached.last_seen = now
-        if now - cached.touched > LAST_SEEN_EVERY:
+        if now - cached.touched > touch_every():
             cached.touched = now
             try:
                 await Session.objects.filter(pk=session_id).aupdate(last_seen=now)

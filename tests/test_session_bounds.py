@@ -41,6 +41,7 @@ from mcp_server.sessions import (
     asubscribe,
     check_client_metadata,
     state_of,
+    touch_every,
 )
 from mcp_server.wire.errors import INVALID_PARAMS, JSONRPCError
 from mcp_server.wire.messages import WORKERS_GROUP, EndSession, parse_event
@@ -144,6 +145,24 @@ def test_idle_http_sessions_are_ended_and_announced(bounds: Any) -> None:
         "stdio": (False, ""),
         "ended": (True, ""),
     }
+
+
+@pytest.mark.parametrize(("idle", "every"), [(3600.0, 30.0), (90.0, 30.0), (6.0, 2.0), (None, 30.0)])
+def test_a_short_idle_timeout_has_last_seen_written_more_often(
+    bounds: Any, idle: float | None, every: float
+) -> None:
+    bounds.MCP_SERVER = {**bounds.MCP_SERVER, "SESSION_IDLE_TIMEOUT": idle}
+    assert touch_every() == timedelta(seconds=every)
+
+
+@pytest.mark.django_db
+def test_a_short_idle_timeout_is_swept_with_a_short_slack(bounds: Any) -> None:
+    """A 6 s timeout: ``last_seen`` lags by at most 2 s, so 8 s of silence is idle, 7 s is not yet."""
+    bounds.MCP_SERVER = {**bounds.MCP_SERVER, "SESSION_IDLE_TIMEOUT": 6.0}
+    make("silent", seen=timedelta(seconds=8.5))
+    make("maybe-in-use", seen=timedelta(seconds=7))
+    assert sweep()["sessions_expired"] == 1
+    assert set(Session.objects.filter(ended_at__isnull=True).values_list("pk", flat=True)) == {"maybe-in-use"}
 
 
 @pytest.mark.django_db

@@ -16,7 +16,7 @@ from django.utils import timezone
 from ..conf import mcp_settings
 from ..core.records import Ledger
 from ..protocol.settlement import CLOSED, closed_response, outcome_of
-from ..sessions import LAST_SEEN_EVERY, aexpire_idle_sessions, aprune_ended_sessions
+from ..sessions import aexpire_idle_sessions, aprune_ended_sessions, touch_every
 
 __all__ = ["ORPHAN_REASON", "SWEEP_BATCHES", "Upkeep"]
 
@@ -77,8 +77,8 @@ class Upkeep:
         expired = 0
         idle = mcp_settings.SESSION_IDLE_TIMEOUT
         if idle:
-            # ``last_seen`` is written at most every LAST_SEEN_EVERY: a session is idle only past that slack.
-            idle_before = now - timedelta(seconds=float(idle)) - LAST_SEEN_EVERY
+            # ``last_seen`` is written at most every touch_every(): a session is idle only past that slack.
+            idle_before = now - timedelta(seconds=float(idle)) - touch_every()
             expired = await aexpire_idle_sessions(idle_before, max_batches=max_batches)
         keep = float(mcp_settings.SESSION_RETENTION if retention is None else retention)
         pruned = await aprune_ended_sessions(
