@@ -4,6 +4,10 @@ an in-process cache so that a request does not wait on the database.
 The cache keeps a session for ``SESSION_CACHE_TTL`` seconds. A session's end (DELETE, idle expiry, an
 operator's action) is broadcast to every worker, which drops its copy at once; if that message were lost, an
 ended session is still refused everywhere within ``SESSION_CACHE_TTL`` seconds.
+
+State stays bounded (I12): what a client stores is capped (``MAX_CLIENT_METADATA_BYTES``), idle sessions are
+ended and ended ones deleted in batches by every worker's upkeep and ``mcp_prune``
+(:func:`aexpire_idle_sessions`, :func:`aprune_ended_sessions`).
 """
 
 from __future__ import annotations
