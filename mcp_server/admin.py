@@ -14,8 +14,10 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
-from django.db.models import Case, Count, Q, QuerySet, Value, When
+from django.contrib.admin.views.main import ChangeList
+from django.db.models import Case, Count, IntegerField, OuterRef, QuerySet, Subquery, Value, When
 from django.db.models.expressions import OrderBy
+from django.db.models.functions import Coalesce
 from django.http import HttpRequest
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
@@ -27,7 +29,7 @@ from .admin_live.views import LivePage, abort_and_log
 from .core.states import State
 from .models import LedgerEntry, Session
 
-__all__ = ["AgeFilter", "LedgerEntryAdmin", "SessionAdmin"]
+__all__ = ["AgeFilter", "LedgerEntryAdmin", "SessionAdmin", "ThinChangeList"]
 
 if TYPE_CHECKING:
     SessionModelAdmin = admin.ModelAdmin[Session]
@@ -46,6 +48,29 @@ def _duration(delta: timedelta) -> str:
     return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60)} min"
 
 
+class ThinChangeList(ChangeList):
+    """A changelist that never loads its model admin's ``list_deferred`` columns (large JSON a client sent,
+    a request's outcome): a page of 100 rows costs what 100 short rows cost, however big those values are.
+    The change page still shows them whole."""
+
+    def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Any]:
+        queryset = super().get_queryset(request, exclude_parameters)
+        deferred = getattr(self.model_admin, "list_deferred", ())
+        return queryset.defer(*deferred) if deferred else queryset
+
+
+def _pending_count() -> Subquery:
+    """The count of a session's pending ledger rows, computed for the rows of the page only."""
+    pending = (
+        LedgerEntry.objects.filter(session_id=OuterRef("pk"), state=State.PENDING)
+        .order_by()
+        .values("session_id")
+        .annotate(count=Count("pk"))
+        .values("count")
+    )
+    return Subquery(pending, output_field=IntegerField())
+
+
 @admin.register(Session)
 class SessionAdmin(SessionModelAdmin):
     """Read-only view of sessions, with their count of pending requests and the *end sessions* action."""
@@ -57,30 +82,38 @@ class SessionAdmin(SessionModelAdmin):
         "protocol_version",
         "transport",
         "user",
+        "client_address",
         "created",
         "last_seen",
         "pending_requests",
         "ended_at",
     )
-    list_filter = ("transport", "protocol_version", ("ended_at", admin.EmptyFieldListFilter))
-    search_fields = ("id", "client_name")
+    list_filter = (
+        "transport",
+        "protocol_version",
+        ("ended_at", admin.EmptyFieldListFilter),
+        ("created", admin.DateFieldListFilter),  # not a date hierarchy: that reads every row's date
+    )
+    search_fields = ("id", "client_name", "client_address")
     readonly_fields = [f.name for f in Session._meta.get_fields() if f.concrete]
-    date_hierarchy = "created"
     list_select_related = ("user",)
+    list_deferred = ("client_info", "client_capabilities", "subscriptions")
+    """Columns the list never shows: a client chooses their size."""
+    show_full_result_count = False
     actions = ["end_sessions"]
 
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return ThinChangeList
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[Session]:
-        return (
-            super()
-            .get_queryset(request)
-            .annotate(pending_count=Count("requests", filter=Q(requests__state=State.PENDING)))
-        )
+        # A correlated count, not a join with GROUP BY over every session: it runs for the page's rows only.
+        return super().get_queryset(request).annotate(pending_count=Coalesce(_pending_count(), 0))
 
     @admin.display(description="session", ordering="id")
     def short_id(self, obj: Session) -> str:
         return f"{obj.id[:12]}…"
 
-    @admin.display(description="pending", ordering="pending_count")
+    @admin.display(description="pending")
     def pending_requests(self, obj: Session) -> int:
         return int(getattr(obj, "pending_count", 0))
 
@@ -167,9 +200,15 @@ class LedgerEntryAdmin(LedgerEntryModelAdmin):
     search_help_text = "Request id, method or session id."
     readonly_fields = [f.name for f in LedgerEntry._meta.get_fields() if f.concrete]
     list_select_related = ("user",)
+    list_deferred = ("outcome",)
+    """The reply each request got: shown on its own page, never loaded for the list."""
+    show_full_result_count = False
     actions = ["abort_requests"]
     live_websocket_path = LIVE_PATH
     """The live page's socket path: where the site routes :class:`.admin_live.consumer.LiveConsumer`."""
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return ThinChangeList
 
     def get_ordering(self, request: HttpRequest) -> Any:
         """Pending requests first, newest first within each group."""

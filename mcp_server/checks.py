@@ -133,3 +133,51 @@ def check_ledger_backend(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
         )
         for reason in ledger.check()
     ]
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+@register(Tags.compatibility)
+def check_bounds(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E012: a bound on stored state has a bad value; E013/W007: ``ERROR_DETAIL``."""
+    if not isinstance(getattr(settings, "MCP_SERVER", {}), dict):
+        return []  # E000 says so
+    conf = MCPSettings.from_django()
+    messages: list[CheckMessage] = []
+    retention = conf.SESSION_RETENTION
+    if (
+        not isinstance(retention, int | float)
+        or isinstance(retention, bool)
+        or not 0 <= retention < float("inf")
+    ):
+        messages.append(
+            Error(
+                "MCP_SERVER['SESSION_RETENTION'] must be a number of seconds, 0 or more.",
+                id="mcp_server.E012",
+            )
+        )
+    if not _positive_int(conf.MAX_CLIENT_METADATA_BYTES):
+        messages.append(
+            Error("MCP_SERVER['MAX_CLIENT_METADATA_BYTES'] must be a positive integer.", id="mcp_server.E012")
+        )
+    if conf.MAX_SESSIONS_PER_CLIENT is not None and not _positive_int(conf.MAX_SESSIONS_PER_CLIENT):
+        messages.append(
+            Error(
+                "MCP_SERVER['MAX_SESSIONS_PER_CLIENT'] must be a positive integer or None (no limit).",
+                id="mcp_server.E012",
+            )
+        )
+    if not isinstance(conf.ERROR_DETAIL, bool):
+        messages.append(Error("MCP_SERVER['ERROR_DETAIL'] must be True or False.", id="mcp_server.E013"))
+    elif conf.ERROR_DETAIL and not settings.DEBUG:
+        messages.append(
+            Warning(
+                "MCP_SERVER['ERROR_DETAIL'] is on outside DEBUG: every MCP client, anonymous ones included, "
+                "receives the traceback of a failed request.",
+                hint="Turn it off in production; the server's log has the traceback either way.",
+                id="mcp_server.W007",
+            )
+        )
+    return messages

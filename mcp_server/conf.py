@@ -40,6 +40,10 @@ DEFAULTS: dict[str, Any] = {
     "ALLOW_ANONYMOUS": True,
     "OAUTH_AUTHORIZATION_SERVERS": [],
     "OAUTH_RESOURCE_METADATA": {},
+    "SESSION_RETENTION": 3600.0,
+    "MAX_CLIENT_METADATA_BYTES": 16 * 1024,
+    "MAX_SESSIONS_PER_CLIENT": None,
+    "ERROR_DETAIL": False,
 }
 """Every key ``MCP_SERVER`` understands, with its default. The README's settings table mirrors this."""
 
@@ -75,6 +79,10 @@ class MCPSettings:
     ALLOW_ANONYMOUS: bool
     OAUTH_AUTHORIZATION_SERVERS: list[str]
     OAUTH_RESOURCE_METADATA: dict[str, Any]
+    SESSION_RETENTION: float
+    MAX_CLIENT_METADATA_BYTES: int
+    MAX_SESSIONS_PER_CLIENT: int | None
+    ERROR_DETAIL: bool
     unknown_keys: tuple[str, ...] = field(default=())
 
     @classmethod

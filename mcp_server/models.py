@@ -40,11 +40,25 @@ class Session(models.Model):
     last_seen = models.DateTimeField(db_index=True)
     ended_at = models.DateTimeField(null=True, blank=True, db_index=True)
     end_reason = models.CharField(max_length=200, blank=True)
+    client_address = models.CharField(
+        max_length=100, blank=True, help_text=_("The caller's address (ASGI scope's client) at initialize.")
+    )
 
     class Meta:
         verbose_name = _("MCP session")
         verbose_name_plural = _("MCP sessions")
         ordering = ["-last_seen"]
+        indexes = [
+            # MAX_SESSIONS_PER_CLIENT counts the open sessions of an address (anonymous callers) or a user.
+            models.Index(fields=["client_address", "ended_at"], name="mcp_session_address_open"),
+            models.Index(fields=["user", "ended_at"], name="mcp_session_user_open"),
+            # Idle expiry walks the open sessions least recently seen first.
+            models.Index(
+                fields=["last_seen"], condition=models.Q(ended_at__isnull=True), name="mcp_session_open_seen"
+            ),
+            # The admin's filter lists the distinct revisions.
+            models.Index(fields=["protocol_version"], name="mcp_session_protocol"),
+        ]
 
     def __str__(self) -> str:
         client = f"{self.client_name} {self.client_version}".strip() or "unknown client"
@@ -62,7 +76,13 @@ class LedgerEntry(models.Model):
     State = State
 
     session = models.ForeignKey(
-        Session, null=True, blank=True, on_delete=models.CASCADE, related_name="requests", db_constraint=False
+        Session,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="requests",
+        db_constraint=False,
+        db_index=False,  # mcp_ledger_session_state leads with it
     )
     request_key = models.CharField(_("request id"), max_length=200)
     method = models.CharField(max_length=100, db_index=True)
@@ -98,6 +118,8 @@ class LedgerEntry(models.Model):
         indexes = [
             models.Index(fields=["state", "created"], name="mcp_ledger_state_created"),
             models.Index(fields=["worker", "state"], name="mcp_ledger_worker_state"),
+            # A session's pending requests (the admin's count, pruning), and its rows when it is pruned.
+            models.Index(fields=["session", "state"], name="mcp_ledger_session_state"),
         ]
 
     def __str__(self) -> str:

@@ -21,6 +21,7 @@ from django.urls import URLPattern, path, re_path
 from .admin_live.routing import live_urlpatterns
 from .conf import mcp_settings
 from .registry.server import MCPServer, mcp
+from .transports.body_limit import limit_daphne_bodies
 from .transports.consumer import MCPConsumer
 from .transports.shutdown import LifespanApp
 
@@ -45,6 +46,8 @@ def mcp_urlpatterns(servers: Mapping[str, MCPServer] | None = None) -> list[URLP
     ``servers`` maps paths to servers, e.g. ``{"mcp": mcp, "internal/mcp": internal}`` (default: ``mcp`` at
     ``/mcp``). With ``OAUTH_AUTHORIZATION_SERVERS`` set, each path also gets its OAuth Protected Resource
     Metadata at ``/.well-known/oauth-protected-resource/<path>`` (the first path also without the suffix).
+    Under Daphne, bodies over ``MAX_REQUEST_BYTES`` to these paths are refused before they are read (see
+    :mod:`~mcp_server.transports.body_limit`).
     """
     from .auth.metadata import WELL_KNOWN, ProtectedResourceMetadata, oauth_enabled
 
@@ -66,6 +69,7 @@ def mcp_urlpatterns(servers: Mapping[str, MCPServer] | None = None) -> list[URLP
             if prefix == next(iter(routes)):  # the first path also answers without the suffix
                 patterns.append(path(well_known, metadata))
             patterns.append(path(f"{well_known}/{clean}", metadata))
+    limit_daphne_bodies(routes)
     return patterns
 
 

@@ -334,6 +334,57 @@ def test_w005_authorization_server_with_anonymous_access(
     assert mcp_ids(MCP_SERVER=overrides) == expected
 
 
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("SESSION_RETENTION", -1),
+        ("SESSION_RETENTION", float("inf")),
+        ("SESSION_RETENTION", "an hour"),
+        ("SESSION_RETENTION", True),
+        ("MAX_CLIENT_METADATA_BYTES", 0),
+        ("MAX_CLIENT_METADATA_BYTES", 1.5),
+        ("MAX_CLIENT_METADATA_BYTES", None),
+        ("MAX_SESSIONS_PER_CLIENT", 0),
+        ("MAX_SESSIONS_PER_CLIENT", "10"),
+        ("MAX_SESSIONS_PER_CLIENT", False),
+    ],
+)
+def test_e012_bounds_on_stored_state(key: str, value: Any) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(**{key: value})) == ["mcp_server.E012"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("SESSION_RETENTION", 0),
+        ("SESSION_RETENTION", 86400.0),
+        ("MAX_CLIENT_METADATA_BYTES", 1),
+        ("MAX_SESSIONS_PER_CLIENT", None),
+        ("MAX_SESSIONS_PER_CLIENT", 5),
+    ],
+)
+def test_e012_silent_for_good_bounds(key: str, value: Any) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(**{key: value})) == []
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_e013_error_detail_must_be_a_bool(value: Any) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(ERROR_DETAIL=value)) == ["mcp_server.E013"]
+
+
+@pytest.mark.parametrize(
+    ("debug", "detail", "expected"),
+    [
+        (False, True, ["mcp_server.W007"]),
+        (True, True, []),
+        (False, False, []),
+        (True, False, []),
+    ],
+)
+def test_w007_error_detail_outside_debug(debug: bool, detail: bool, expected: list[str]) -> None:
+    assert mcp_ids(DEBUG=debug, MCP_SERVER=with_mcp(ERROR_DETAIL=detail)) == expected
+
+
 def test_several_problems_are_reported_together() -> None:
     overrides = with_mcp(RESPONSE_MODE="stream", PAGE_SIZE=0, ALLOW_ANONYMOUS="yes", ALLOWED_ORIGINS=["*"])
     assert mcp_ids(DEBUG=False, MCP_SERVER=overrides) == [

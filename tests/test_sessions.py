@@ -68,9 +68,19 @@ def live_server(start: Callable[..., LiveServer]) -> LiveServer:
 
 @pytest.fixture(scope="module")
 def peer_server(live_server: LiveServer, start: Callable[..., LiveServer]) -> LiveServer:
-    """A second process on the same SQLite file as ``live_server``, with a short idle timeout."""
+    """A second process on the same SQLite file as ``live_server``, with a short idle timeout.
+
+    Its background sweep, which would end every session of the shared file idle past its short timeout
+    (``test_session_bounds``), runs once at start-up only (a third of a long ``LEASE_TIMEOUT``): here a
+    session's idleness is judged by each process when a request comes.
+    """
     return start(
-        {"MAX_REQUEST_BYTES": 65536, "SESSION_IDLE_TIMEOUT": IDLE_TIMEOUT, "SESSION_CACHE_TTL": 0},
+        {
+            "MAX_REQUEST_BYTES": 65536,
+            "SESSION_IDLE_TIMEOUT": IDLE_TIMEOUT,
+            "SESSION_CACHE_TTL": 0,
+            "LEASE_TIMEOUT": 3600.0,
+        },
         DATABASE_URL=live_server.env["DATABASE_URL"],
     )
 

@@ -176,6 +176,16 @@ class Ledger(ABC):
     async def aprune(self, settled_before: datetime) -> int:
         """Delete records settled before ``settled_before``; returns how many."""
 
+    async def asessions_with_pending(self, session_ids: list[str]) -> set[str]:
+        """Which of ``session_ids`` still have a pending request (a session is pruned only without one).
+
+        The default lists every pending record; backends with an index answer it directly.
+        """
+        wanted = set(session_ids)
+        return {
+            r.session_id for r in await self.apending() if r.session_id is not None and r.session_id in wanted
+        }
+
     # Sync twins, for management commands and the admin.
 
     def pending(self, session_id: str | None = None, *, limit: int | None = None) -> list[LedgerRecord]:

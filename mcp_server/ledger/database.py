@@ -218,3 +218,9 @@ class DatabaseLedger(Ledger):
             .adelete()
         )
         return int(deleted)
+
+    async def asessions_with_pending(self, session_ids: list[str]) -> set[str]:
+        rows = self.model.objects.filter(session_id__in=session_ids, state=State.PENDING)
+        return {
+            session_id async for session_id in rows.order_by().values_list("session_id", flat=True).distinct()
+        }

@@ -1,7 +1,8 @@
-"""A worker's share of keeping the ledger: renew its leases, settle the orphans of dead workers, prune.
+"""A worker's share of keeping the ledger and the sessions: renew its leases, settle the orphans of dead
+workers, prune the ledger, end idle sessions and prune ended ones.
 
 Each worker process runs :meth:`Upkeep.run` in the background (started by its runtime); ``manage.py
-mcp_prune`` runs one :meth:`Upkeep.round` from the command line.
+mcp_prune`` runs the same steps from the command line.
 """
 
 from __future__ import annotations
@@ -15,13 +16,17 @@ from django.utils import timezone
 from ..conf import mcp_settings
 from ..core.records import Ledger
 from ..protocol.settlement import CLOSED, closed_response, outcome_of
+from ..sessions import aexpire_idle_sessions, aprune_ended_sessions, touch_every
 
-__all__ = ["ORPHAN_REASON", "Upkeep"]
+__all__ = ["ORPHAN_REASON", "SWEEP_BATCHES", "Upkeep"]
 
 logger = logging.getLogger("mcp_server.ledger")
 
 ORPHAN_REASON = "the worker serving it stopped"
 """The ``<why>`` of the -32000 recorded for a request whose worker died."""
+
+SWEEP_BATCHES = 10
+"""Batches of sessions one round expires and prunes at most (the next round goes on)."""
 
 
 class Upkeep:
@@ -43,14 +48,16 @@ class Upkeep:
             await asyncio.sleep(max(0.2, float(mcp_settings.LEASE_TIMEOUT) / 3))
 
     async def round(self) -> dict[str, int]:
-        """Renew this worker's leases, settle orphans, prune settled records past ``LEDGER_RETENTION``."""
+        """Renew this worker's leases, settle orphans, prune settled records past ``LEDGER_RETENTION``,
+        then sweep the sessions (:meth:`sweep_sessions`, a bounded number of batches)."""
         now = timezone.now()
         lease = timedelta(seconds=float(mcp_settings.LEASE_TIMEOUT))
         renewed = await self.ledger.arenew_leases(self.worker_id, now + lease)
         orphans = await self.settle_orphans(now)
         retention = timedelta(seconds=float(mcp_settings.LEDGER_RETENTION))
         pruned = await self.ledger.aprune(now - retention)
-        return {"renewed": renewed, "orphans": orphans, "pruned": pruned}
+        sessions = await self.sweep_sessions(now, max_batches=SWEEP_BATCHES)
+        return {"renewed": renewed, "orphans": orphans, "pruned": pruned, **sessions}
 
     async def settle_orphans(self, now: datetime) -> int:
         """Record -32000 for the pending requests of other workers whose lease ran out."""
@@ -61,3 +68,20 @@ class Upkeep:
             reply = closed_response(record.request_id, ORPHAN_REASON)
             orphans += await self.ledger.asettle(record, CLOSED, outcome_of(reply))
         return orphans
+
+    async def sweep_sessions(
+        self, now: datetime, *, retention: float | None = None, max_batches: int | None = None
+    ) -> dict[str, int]:
+        """End HTTP sessions idle past ``SESSION_IDLE_TIMEOUT`` and delete sessions ended more than
+        ``retention`` seconds ago (default ``SESSION_RETENTION``) that have no pending request."""
+        expired = 0
+        idle = mcp_settings.SESSION_IDLE_TIMEOUT
+        if idle:
+            # ``last_seen`` is written at most every touch_every(): a session is idle only past that slack.
+            idle_before = now - timedelta(seconds=float(idle)) - touch_every()
+            expired = await aexpire_idle_sessions(idle_before, max_batches=max_batches)
+        keep = float(mcp_settings.SESSION_RETENTION if retention is None else retention)
+        pruned = await aprune_ended_sessions(
+            now - timedelta(seconds=keep), self.ledger.asessions_with_pending, max_batches=max_batches
+        )
+        return {"sessions_expired": expired, "sessions_pruned": pruned}

@@ -12,8 +12,6 @@ import logging
 import traceback
 from typing import Any
 
-from django.conf import settings
-
 from ..conf import mcp_settings
 from ..core.context import Context
 from ..core.states import State
@@ -48,7 +46,7 @@ def name_of(method: str, params: dict[str, Any]) -> str:
 def _internal_error(ctx: Context, exc: BaseException) -> JSONRPCError:
     logger.error("MCP request %r (%s) failed", ctx.request_id, ctx.method, exc_info=exc)
     data: dict[str, Any] | None = None
-    if settings.DEBUG:
+    if mcp_settings.ERROR_DETAIL:  # never by default: the client may be anyone (check W007)
         data = {"exception": repr(exc), "traceback": traceback.format_exception(exc)}
     return JSONRPCError(INTERNAL_ERROR, f"Internal error while handling {ctx.method}", data)
 

@@ -44,10 +44,12 @@ async def answer_initialize(
     user: Any,
     transport: str = "http",
     stateless: bool = False,
+    client_address: str = "",
 ) -> tuple[dict[str, Any], Session | None]:
     """Negotiate the revision, store the session (unless ``stateless``) and record ``initialize``.
 
-    Returns the response and the new session (``None`` when stateless or when it could not be stored).
+    Returns the response and the new session (``None`` when stateless or when it could not be stored; a
+    ``clientInfo`` and ``capabilities`` too large to store are answered -32602).
     """
     from ..sessions import acreate_session
 
@@ -59,7 +61,12 @@ async def answer_initialize(
         parse_client_request("initialize", version, params)
         if not stateless:
             session = await acreate_session(
-                server=server.key, protocol_version=version, params=params, user=user, transport=transport
+                server=server.key,
+                protocol_version=version,
+                params=params,
+                user=user,
+                transport=transport,
+                client_address=client_address,
             )
             runtime.sessions.remember(session)
         entry = await runtime.requests.open(
@@ -75,6 +82,8 @@ async def answer_initialize(
     except ValidationError as exc:
         error = JSONRPCError(INVALID_PARAMS, f"Invalid params for initialize: {exc.errors()[0]['msg']}")
         response = error_response(message.id, error)
+    except JSONRPCError as exc:  # e.g. client metadata over MAX_CLIENT_METADATA_BYTES
+        response = error_response(message.id, exc)
     except Exception:
         logger.exception("initialize failed")
         response = error_response(

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types as mt
-from django.conf import settings
 from pydantic import ValidationError
 
+from ..conf import mcp_settings
 from ..wire.errors import JSONRPCError, ToolError
 from .entries import RegisteredHandler
 from .results import _jsonable, dump, output_schema_for, to_content
@@ -74,7 +74,9 @@ class Tool(RegisteredHandler):
             return self._error(str(exc))
         except Exception as exc:
             logger.exception("Tool %s raised", self.name)
-            detail = f"{type(exc).__name__}: {exc}" if settings.DEBUG else str(exc) or type(exc).__name__
+            detail = str(exc) or type(exc).__name__
+            if mcp_settings.ERROR_DETAIL:
+                detail = f"{type(exc).__name__}: {exc}"
             return self._error(f"Error executing tool {self.name}: {detail}")
         return self.to_result(value)
 

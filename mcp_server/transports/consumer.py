@@ -62,6 +62,9 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Any) -> None:
         self.scope = scope
         self.base_send = send
+        if _declared_length(scope) > mcp_settings.MAX_REQUEST_BYTES:  # refused before any of it is read
+            await self._problem(_too_large())
+            return
         await self.runtime.start()
         install_shutdown_hooks(self.runtime)
         finished = asyncio.ensure_future(self.finished.wait())
@@ -96,15 +99,18 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
     # -- ASGI events ---------------------------------------------------------------------------------
 
     async def http_request(self, message: dict[str, Any]) -> None:
+        """Gather the body, refused (413) as soon as the bytes received pass ``MAX_REQUEST_BYTES``: nothing
+        more is read or kept. (A ``Content-Length`` over it is refused before the first read, in
+        ``__call__``; under Daphne, which reads a whole body before calling the application,
+        :mod:`~mcp_server.transports.body_limit` refuses both earlier still.)"""
         if self.task is not None or self.finished.is_set():
             return
-        self.body += message.get("body", b"")
-        limit = mcp_settings.MAX_REQUEST_BYTES
-        if len(self.body) > limit:
-            await self._finish_with(
-                self._problem(HTTPProblem(413, f"Request body larger than {limit} bytes", code=-32600))
-            )
+        chunk = message.get("body", b"")
+        if len(self.body) + len(chunk) > mcp_settings.MAX_REQUEST_BYTES:
+            self.body = bytearray()
+            await self._finish_with(self._problem(_too_large()))
             return
+        self.body += chunk
         if message.get("more_body"):
             return
         self.task = asyncio.create_task(self._serve(bytes(self.body)))
@@ -263,6 +269,18 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
     async def _finish_with(self, sending: Awaitable[None]) -> None:
         await sending
         self.finished.set()
+
+
+def _too_large() -> HTTPProblem:
+    return HTTPProblem(413, f"Request body larger than {mcp_settings.MAX_REQUEST_BYTES} bytes", code=-32600)
+
+
+def _declared_length(scope: dict[str, Any]) -> int:
+    """The request's ``Content-Length`` (0 when absent or unreadable: the running count decides)."""
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"content-length":
+            return int(value) if value.isdigit() else 0
+    return 0
 
 
 class _GetStream:

@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ..conf import mcp_settings
 from ..core.context import SessionState
 from ..protocol.client_messages import handle_client_message
 from ..protocol.peer import RequestPeer
@@ -18,11 +19,13 @@ from ..protocol.serving import answer_initialize, start_request
 from ..protocol.settlement import PendingRequest
 from ..registry.server import MCPServer
 from ..runtime import Runtime
+from ..sessions import acount_open_sessions
 from ..wire.errors import INVALID_REQUEST, JSONRPCError
 from ..wire.jsonrpc import IncomingMessage, JSONRPCRequest, encode_message, encode_reply, error_response
 from . import sse
+from .rules import HTTPProblem
 
-__all__ = ["PostExchange", "Send"]
+__all__ = ["PostExchange", "Send", "check_session_quota"]
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 JSON_HEADERS = [(b"content-type", b"application/json")]
@@ -50,6 +53,23 @@ class _ExchangePeer(RequestPeer):
                 INVALID_REQUEST, f"{method} needs a streamed response; RESPONSE_MODE is 'json'"
             )
         return await super().request(method, params)
+
+
+async def check_session_quota(user: Any, address: str) -> None:
+    """429 when ``MAX_SESSIONS_PER_CLIENT`` is set and the caller already holds that many open sessions (an
+    authenticated user counted as such, anonymous callers by address; no address, no limit)."""
+    limit = mcp_settings.MAX_SESSIONS_PER_CLIENT
+    authenticated = bool(getattr(user, "is_authenticated", False))
+    if not limit or not (authenticated or address):
+        return
+    held = await acount_open_sessions(user=user, address=address)
+    if held >= limit:
+        who = "this user" if authenticated else f"address {address}"
+        raise HTTPProblem(
+            429,
+            f"Too many open sessions for {who}: {held}, at most {limit} (MAX_SESSIONS_PER_CLIENT); end one "
+            "with DELETE or let it expire",
+        )
 
 
 class PostExchange:
@@ -120,9 +140,20 @@ class PostExchange:
         return 1
 
     async def _initialize(self, message: JSONRPCRequest) -> None:
-        """Open a session: its answer carries the new ``Mcp-Session-Id``, framed like every other answer."""
+        """Open a session: its answer carries the new ``Mcp-Session-Id``, framed like every other answer.
+
+        Raises ``HTTPProblem`` 429 when the caller already holds ``MAX_SESSIONS_PER_CLIENT`` open sessions.
+        """
+        address = self._client_address()
+        if not self.stateless:
+            await check_session_quota(self.user, address)
         response, session = await answer_initialize(
-            self.runtime, self.server, message, user=self.user, stateless=self.stateless
+            self.runtime,
+            self.server,
+            message,
+            user=self.user,
+            stateless=self.stateless,
+            client_address=address,
         )
         if session is not None:
             self.headers.append((SESSION_HEADER, session.id.encode()))
@@ -131,6 +162,11 @@ class PostExchange:
     def _reply(self, response: dict[str, Any]) -> None:
         """A response that was not settled through the request table (a refusal, ``initialize``)."""
         self.queue.put_nowait(("reply", encode_reply(response).data))
+
+    def _client_address(self) -> str:
+        """The caller's address as the server saw it (the ASGI scope's ``client``), or ``""``."""
+        meta = getattr(self.request, "META", None) or {}
+        return str(meta.get("REMOTE_ADDR") or "")
 
     async def _deliver(self, entry: PendingRequest, response: dict[str, Any] | None) -> None:
         if entry.reply is not None:  # encoded once, by the settlement

@@ -74,7 +74,18 @@ def _host_allowed(host: str, hosts: tuple[str, ...]) -> bool:
 
 
 def check_origin_and_host(headers: Headers) -> None:
-    """403 when ``Host`` is not allowed, or ``Origin`` is neither same-origin nor allowlisted."""
+    """403 when ``Host`` is not allowed, or ``Origin`` is neither same-origin nor allowlisted.
+
+    Each must come once with one value: :func:`headers_of` joins repeated headers with commas, and a comma
+    belongs in neither a host nor a serialized origin, so two ``Origin`` headers (or one listing two
+    origins) are refused whatever they say, under ``DEBUG`` too.
+    """
+    for name in ("host", "origin"):
+        if "," in headers.get(name, ""):
+            label = name.capitalize()
+            raise HTTPProblem(
+                403, f"{label} must be one value: repeated or comma-joined {label} headers are refused"
+            )
     host = headers.get("host", "")
     if not _host_allowed(host, tuple(allowed_hosts())):
         raise HTTPProblem(403, f"Host {host!r} is not allowed")

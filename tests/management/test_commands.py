@@ -143,6 +143,14 @@ print(json.dumps(found))
 """
 
 
+def said(pruned: int, orphans: int, expired: int = 0, sessions: int = 0) -> str:
+    """What ``mcp_prune`` prints."""
+    return (
+        f"pruned {pruned} settled entries; settled {orphans} orphaned ones; "
+        f"ended {expired} idle sessions; pruned {sessions} ended sessions\n"
+    )
+
+
 def prune(env: dict[str, str], *args: str) -> str:
     done = manage(env, "mcp_prune", *args)
     assert done.returncode == 0, done.stderr
@@ -158,7 +166,7 @@ def test_prune_removes_old_settled_entries_settles_orphans_and_keeps_the_rest(
     orphaned = {"error": {"code": -32000, "message": "Connection closed: the worker serving it stopped"}}
 
     # Default retention (LEDGER_RETENTION, an hour): the entries settled 90 minutes ago go.
-    assert prune(ledger_env) == "pruned 2 settled entries; settled 1 orphaned ones\n"
+    assert prune(ledger_env) == said(2, 1)
     assert shell(ledger_env, states) == {
         "old_answered": None,
         "old_cancelled": None,
@@ -168,10 +176,10 @@ def test_prune_removes_old_settled_entries_settles_orphans_and_keeps_the_rest(
         "fresh_pending": ["pending", None],
     }
 
-    assert prune(ledger_env) == "pruned 0 settled entries; settled 0 orphaned ones\n"  # idempotent
+    assert prune(ledger_env) == said(0, 0)  # idempotent
 
     # --older-than 0: everything settled goes, nothing pending does.
-    assert prune(ledger_env, "--older-than", "0") == "pruned 2 settled entries; settled 0 orphaned ones\n"
+    assert prune(ledger_env, "--older-than", "0") == said(2, 0)
     assert shell(ledger_env, states) == {
         "old_answered": None,
         "old_cancelled": None,
@@ -186,8 +194,68 @@ def test_prune_reads_the_retention_setting(sqlite_file: Path) -> None:
     """LEDGER_RETENTION decides what is old: with three hours, entries settled 90 minutes ago stay."""
     env = base_env(sqlite_file, {"LEDGER_RETENTION": 3 * 3600.0})
     shell(env, SEED)
-    assert prune(env) == "pruned 0 settled entries; settled 1 orphaned ones\n"
-    assert prune(env, "--older-than", "3600") == "pruned 2 settled entries; settled 0 orphaned ones\n"
+    assert prune(env) == said(0, 1)
+    assert prune(env, "--older-than", "3600") == said(2, 0)
+
+
+SESSIONS_SEED = """
+import json
+from datetime import timedelta
+
+from asgiref.sync import async_to_sync
+from django.utils import timezone
+
+from mcp_server.ledger import LedgerRecord, get_ledger
+from mcp_server.models import Session
+
+now = timezone.now()
+hour = timedelta(hours=1)
+for name, seen, ended in [
+    ("idle", now - 3 * hour, None),
+    ("fresh", now, None),
+    ("ended-long-ago", now - 3 * hour, now - 2 * hour),
+    ("ended-busy", now - 3 * hour, now - 2 * hour),
+    ("ended-lately", now, now - timedelta(minutes=5)),
+]:
+    Session.objects.create(id=name, protocol_version="2025-11-25", last_seen=seen, ended_at=ended)
+record = LedgerRecord(session_id="ended-busy", request_key="i:1", method="tools/call", worker="live-worker")
+async_to_sync(get_ledger().aopen)(record)
+async_to_sync(get_ledger().arenew_leases)("live-worker", now + hour)  # its worker is alive: not an orphan
+print(json.dumps(record.pk))
+"""
+
+SESSIONS_LEFT = """
+import json
+
+from mcp_server.models import Session
+
+print(json.dumps({s.pk: s.end_reason if s.ended_at else None for s in Session.objects.order_by("pk")}))
+"""
+
+
+def test_prune_ends_idle_sessions_and_deletes_ended_ones_with_nothing_pending(
+    ledger_env: dict[str, str],
+) -> None:
+    shell(ledger_env, SESSIONS_SEED)
+    assert prune(ledger_env, "--skip-sessions") == "pruned 0 settled entries; settled 0 orphaned ones\n"
+    assert len(shell(ledger_env, SESSIONS_LEFT)) == 5
+    # SESSION_IDLE_TIMEOUT and SESSION_RETENTION (an hour each) by default.
+    assert prune(ledger_env) == said(0, 0, expired=1, sessions=1)
+    assert shell(ledger_env, SESSIONS_LEFT) == {
+        "ended-busy": "",  # a request of its is still pending: kept
+        "ended-lately": "",
+        "fresh": None,
+        "idle": "session expired",
+    }
+    assert prune(ledger_env, "--sessions-older-than", "0") == said(0, 0, sessions=2)
+    assert shell(ledger_env, SESSIONS_LEFT) == {"ended-busy": "", "fresh": None}
+
+
+def test_prune_refuses_a_bad_session_retention(sqlite_file: Path) -> None:
+    done = manage(base_env(sqlite_file), "mcp_prune", "--sessions-older-than", "-5")
+    assert done.returncode == 1
+    assert "CommandError: --sessions-older-than must be a number of seconds, 0 or more" in done.stderr
+    assert done.stdout == ""
 
 
 def test_prune_refuses_a_bad_retention(sqlite_file: Path) -> None:

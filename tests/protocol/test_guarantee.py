@@ -2,7 +2,7 @@
 
 Each test builds a real :class:`Context` on a server of its own and calls ``answer()`` (or the helpers the
 ledger and the deadline use) directly: no transport, so each branch of ``guarantee.py`` is pinned down
-exactly (codes, states, messages, what ``DEBUG`` adds). The same outcomes over real servers are in
+exactly (codes, states, messages, what ``ERROR_DETAIL`` adds). The same outcomes over real servers are in
 ``test_guarantee.py``; ``scripts/mutation`` reports what these tests leave unkilled.
 """
 
@@ -188,12 +188,19 @@ async def test_an_exception_is_an_internal_error_without_details_unless_debug() 
     assert state == State.ANSWERED
 
 
-async def test_debug_adds_the_exception_and_traceback(settings: Any) -> None:
-    settings.DEBUG = True
+async def test_error_detail_adds_the_exception_and_traceback(settings: Any) -> None:
+    settings.MCP_SERVER = {**settings.MCP_SERVER, "ERROR_DETAIL": True}
     response, _ = await answer(context("units/raise"))
     data = response["error"]["data"]
     assert data["exception"] == "ValueError('boom')"
     assert any("ValueError: boom" in line for line in data["traceback"])
+
+
+async def test_debug_alone_sends_no_traceback(settings: Any) -> None:
+    """``DEBUG`` is on in development sites and demos that anyone may reach: only ``ERROR_DETAIL`` opts in."""
+    settings.DEBUG = True
+    response, _ = await answer(context("units/raise"))
+    assert response["error"] == {"code": -32603, "message": "Internal error while handling units/raise"}
 
 
 async def test_a_jsonrpc_error_is_answered_with_its_own_code_and_data() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -25,6 +26,7 @@ from tests.raw import (
     parse_sse,
     rpc,
 )
+from tests.transports.test_body_limit import read_response
 
 
 @pytest.fixture
@@ -283,6 +285,73 @@ async def test_any_origin_when_the_allowlist_says_so(
     for origin in ("https://anywhere.example", "http://evil.example:8080"):
         assert final_response(await session.post(rpc("ping"), Origin=origin))["result"] == {}
     assert (await session.post(rpc("ping"), Origin="null")).status_code == 403  # "null" must be listed itself
+
+
+def raw_post(server: LiveServer, headers: list[tuple[str, str]]) -> tuple[int, dict[str, Any]]:
+    """POST ``initialize`` over a raw socket with exactly ``headers`` (repeats kept: httpx would join
+    them); returns the status and the JSON body."""
+    body = json.dumps(
+        rpc("initialize", {"protocolVersion": LATEST, "capabilities": {}, "clientInfo": CLIENT_INFO})
+    )
+    lines = [
+        "POST /mcp HTTP/1.1",
+        *(f"{name}: {value}" for name, value in headers),
+        "Content-Type: application/json",
+        "Accept: application/json, text/event-stream",
+        f"Content-Length: {len(body)}",
+        "Connection: close",
+    ]
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n" + body).encode())
+        status, content = read_response(sock)
+    return status, json.loads(content)
+
+
+@pytest.mark.parametrize(
+    "origins",
+    [
+        ["http://evil.example", "x.localhost"],  # joined: "http://evil.example,x.localhost", a localhost name
+        ["http://localhost", "http://evil.example"],
+        ["http://localhost", "http://localhost"],  # even the same one twice
+    ],
+)
+def test_repeated_origin_headers_are_403_even_under_debug(
+    live_server: LiveServer, origins: list[str]
+) -> None:
+    host = ("Host", f"127.0.0.1:{live_server.port}")
+    status, body = raw_post(live_server, [host, *(("Origin", origin) for origin in origins)])
+    assert status == 403
+    assert body["error"]["message"] == (
+        "Origin must be one value: repeated or comma-joined Origin headers are refused"
+    )
+    status, _ = raw_post(live_server, [host, ("Origin", origins[0].replace("evil.example", "localhost"))])
+    assert status == 200  # one Origin header, allowed under DEBUG: served
+
+
+def test_a_comma_joined_origin_is_403(live_server: LiveServer) -> None:
+    host = ("Host", f"127.0.0.1:{live_server.port}")
+    status, body = raw_post(live_server, [host, ("Origin", "http://evil.example,x.localhost")])
+    assert status == 403
+    assert "comma-joined Origin" in body["error"]["message"]
+
+
+def test_repeated_host_headers_are_403(live_server: LiveServer) -> None:
+    hosts = [("Host", f"127.0.0.1:{live_server.port}"), ("Host", "evil.example")]
+    status, body = raw_post(live_server, hosts)
+    assert status == 403
+    assert (
+        body["error"]["message"]
+        == "Host must be one value: repeated or comma-joined Host headers are refused"
+    )
+
+
+def test_repeated_origins_are_refused_even_when_any_origin_is_allowed(
+    start: Callable[..., LiveServer],
+) -> None:
+    server = start({"ALLOWED_ORIGINS": ["*"]}, DJANGO_DEBUG="0", DJANGO_ALLOWED_HOSTS="127.0.0.1")
+    host = ("Host", f"127.0.0.1:{server.port}")
+    status, _ = raw_post(server, [host, ("Origin", "https://a.example"), ("Origin", "https://b.example")])
+    assert status == 403
 
 
 @pytest.mark.parametrize("method", ["PUT", "PATCH"])

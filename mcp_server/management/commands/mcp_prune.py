@@ -1,4 +1,6 @@
-"""``manage.py mcp_prune``: delete settled ledger entries past retention, settle orphans of dead workers."""
+"""``manage.py mcp_prune``: delete settled ledger entries past retention, settle orphans of dead workers, end
+idle sessions and delete ended ones past ``SESSION_RETENTION`` (each worker also does this in the
+background, a bounded number of batches at a time; the command goes on until nothing is left)."""
 
 from __future__ import annotations
 
@@ -15,8 +17,18 @@ from mcp_server.ledger import get_ledger
 from mcp_server.ledger.upkeep import Upkeep
 
 
+def _seconds(value: float | None, option: str) -> float | None:
+    if value is not None and (not math.isfinite(value) or value < 0):
+        raise CommandError(f"{option} must be a number of seconds, 0 or more")
+    return value
+
+
 class Command(BaseCommand):
-    help = "Prune settled MCP ledger entries older than LEDGER_RETENTION and settle requests of dead workers."
+    help = (
+        "Prune settled MCP ledger entries older than LEDGER_RETENTION, settle requests of dead workers, end "
+        "sessions idle past SESSION_IDLE_TIMEOUT and delete sessions ended more than SESSION_RETENTION ago "
+        "(with nothing pending)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -25,20 +37,36 @@ class Command(BaseCommand):
             default=None,
             help="Seconds a settled entry is kept (default: MCP_SERVER['LEDGER_RETENTION']).",
         )
-
-    def handle(self, *args: Any, **options: Any) -> None:
-        retention = options["older_than"]
-        if retention is None:
-            retention = float(mcp_settings.LEDGER_RETENTION)
-        elif not math.isfinite(retention) or retention < 0:
-            raise CommandError("--older-than must be a number of seconds, 0 or more")
-        counts = async_to_sync(self._run)(float(retention))
-        self.stdout.write(
-            f"pruned {counts['pruned']} settled entries; settled {counts['orphans']} orphaned ones"
+        parser.add_argument(
+            "--sessions-older-than",
+            type=float,
+            default=None,
+            help="Seconds an ended session is kept (default: MCP_SERVER['SESSION_RETENTION']).",
+        )
+        parser.add_argument(
+            "--skip-sessions", action="store_true", help="Leave sessions alone: prune the ledger only."
         )
 
-    async def _run(self, retention: float) -> dict[str, int]:
+    def handle(self, *args: Any, **options: Any) -> None:
+        retention = _seconds(options["older_than"], "--older-than")
+        if retention is None:
+            retention = float(mcp_settings.LEDGER_RETENTION)
+        session_retention = _seconds(options["sessions_older_than"], "--sessions-older-than")
+        counts = async_to_sync(self._run)(float(retention), session_retention, not options["skip_sessions"])
+        line = f"pruned {counts['pruned']} settled entries; settled {counts['orphans']} orphaned ones"
+        if "sessions_pruned" in counts:
+            line += (
+                f"; ended {counts['sessions_expired']} idle sessions; "
+                f"pruned {counts['sessions_pruned']} ended sessions"
+            )
+        self.stdout.write(line)
+
+    async def _run(self, retention: float, session_retention: float | None, sessions: bool) -> dict[str, int]:
         now = timezone.now()
-        orphans = await Upkeep(get_ledger(), worker_id="mcp_prune").settle_orphans(now)
-        pruned = await get_ledger().aprune(now - timedelta(seconds=retention))
-        return {"pruned": pruned, "orphans": orphans}
+        upkeep = Upkeep(get_ledger(), worker_id="mcp_prune")
+        orphans = await upkeep.settle_orphans(now)
+        pruned = await upkeep.ledger.aprune(now - timedelta(seconds=retention))
+        counts = {"pruned": pruned, "orphans": orphans}
+        if sessions:
+            counts.update(await upkeep.sweep_sessions(now, retention=session_retention))
+        return counts
