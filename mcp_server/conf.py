@@ -40,6 +40,7 @@ DEFAULTS: dict[str, Any] = {
     "ALLOW_ANONYMOUS": True,
     "OAUTH_AUTHORIZATION_SERVERS": [],
     "OAUTH_RESOURCE_METADATA": {},
+    "STORE_TIMEOUT": 5.0,
 }
 """Every key ``MCP_SERVER`` understands, with its default. The README's settings table mirrors this."""
 
@@ -75,6 +76,7 @@ class MCPSettings:
     ALLOW_ANONYMOUS: bool
     OAUTH_AUTHORIZATION_SERVERS: list[str]
     OAUTH_RESOURCE_METADATA: dict[str, Any]
+    STORE_TIMEOUT: float
     unknown_keys: tuple[str, ...] = field(default=())
 
     @classmethod

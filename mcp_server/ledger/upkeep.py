@@ -1,14 +1,24 @@
-"""A worker's share of keeping the ledger: renew its leases, settle the orphans of dead workers, prune.
+"""A worker's share of keeping the ledger: renew its leases, settle the orphans of dead workers and its own
+strays, prune.
 
 Each worker process runs :meth:`Upkeep.run` in the background (started by its runtime); ``manage.py
 mcp_prune`` runs one :meth:`Upkeep.round` from the command line.
+
+A worker renews the leases of the records it still holds only: the requests in its table and those whose
+settlement its writer has yet to write (:class:`Holding`). A row of its own that it no longer holds is a
+stray (its settlement was lost: a write the store refused for good, a write whose outcome the worker could
+not know); its lease runs out, and the worker settles it -32000 itself, as a survivor settles a dead
+worker's orphans. So nothing stays pending for a request that was settled (I11), and its id can be reused.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.utils import timezone
 
@@ -16,20 +26,38 @@ from ..conf import mcp_settings
 from ..core.records import Ledger
 from ..protocol.settlement import CLOSED, closed_response, outcome_of
 
-__all__ = ["ORPHAN_REASON", "Upkeep"]
+__all__ = ["ORPHAN_REASON", "STRAY_REASON", "Holding", "Upkeep"]
 
 logger = logging.getLogger("mcp_server.ledger")
 
 ORPHAN_REASON = "the worker serving it stopped"
 """The ``<why>`` of the -32000 recorded for a request whose worker died."""
 
+STRAY_REASON = "its settlement could not be recorded"
+"""The ``<why>`` of the -32000 recorded for a worker's own stray (see the module docstring)."""
+
+
+@dataclass(frozen=True)
+class Holding:
+    """What a worker holds in the ledger right now."""
+
+    pks: set[Any] = field(default_factory=set)
+    """Records still pending here: in the request table, or with a settlement not yet written."""
+    oldest_unwritten: datetime | None = None
+    """When the oldest request whose first write is not done arrived: no row after it can be a stray yet."""
+
 
 class Upkeep:
-    """Lease renewal, orphan settlement and pruning for the worker ``worker_id``."""
+    """Lease renewal, orphan and stray settlement, and pruning for the worker ``worker_id``.
 
-    def __init__(self, ledger: Ledger, worker_id: str) -> None:
+    ``holding`` tells what the worker holds (its runtime's); without it (``mcp_prune``) every pending record
+    of ``worker_id`` is renewed and none is taken for a stray.
+    """
+
+    def __init__(self, ledger: Ledger, worker_id: str, holding: Callable[[], Holding] | None = None) -> None:
         self.ledger = ledger
         self.worker_id = worker_id
+        self.holding = holding
 
     async def run(self) -> None:
         """Every third of ``LEASE_TIMEOUT``, one :meth:`round` (errors are logged, never fatal)."""
@@ -43,14 +71,19 @@ class Upkeep:
             await asyncio.sleep(max(0.2, float(mcp_settings.LEASE_TIMEOUT) / 3))
 
     async def round(self) -> dict[str, int]:
-        """Renew this worker's leases, settle orphans, prune settled records past ``LEDGER_RETENTION``."""
+        """Renew this worker's leases, settle orphans and strays, prune settled records past
+        ``LEDGER_RETENTION``."""
         now = timezone.now()
         lease = timedelta(seconds=float(mcp_settings.LEASE_TIMEOUT))
-        renewed = await self.ledger.arenew_leases(self.worker_id, now + lease)
+        held = self.holding() if self.holding is not None else None
+        renewed = await self.ledger.arenew_leases(
+            self.worker_id, now + lease, None if held is None else held.pks
+        )
         orphans = await self.settle_orphans(now)
+        strays = await self.settle_strays(now - lease, held) if held is not None else 0
         retention = timedelta(seconds=float(mcp_settings.LEDGER_RETENTION))
         pruned = await self.ledger.aprune(now - retention)
-        return {"renewed": renewed, "orphans": orphans, "pruned": pruned}
+        return {"renewed": renewed, "orphans": orphans, "strays": strays, "pruned": pruned}
 
     async def settle_orphans(self, now: datetime) -> int:
         """Record -32000 for the pending requests of other workers whose lease ran out."""
@@ -61,3 +94,24 @@ class Upkeep:
             reply = closed_response(record.request_id, ORPHAN_REASON)
             orphans += await self.ledger.asettle(record, CLOSED, outcome_of(reply))
         return orphans
+
+    async def settle_strays(self, created_before: datetime, held: Holding) -> int:
+        """Record -32000 for this worker's pending rows, older than ``created_before``, that it no longer
+        holds."""
+        if held.oldest_unwritten is not None:
+            created_before = min(created_before, held.oldest_unwritten)
+        candidates = await self.ledger.astrays(self.worker_id, held.pks, created_before)
+        if not candidates or self.holding is None:
+            return 0
+        still_held = self.holding().pks  # what the wait on the store let this worker take or settle since
+        strays = 0
+        for record in candidates:
+            if record.pk in still_held:
+                continue
+            reply = closed_response(record.request_id, STRAY_REASON)
+            if await self.ledger.asettle(record, CLOSED, outcome_of(reply)):
+                strays += 1
+                logger.warning(
+                    "settled a stray of this worker: %s %s", record.method, record.request_key[:100]
+                )
+        return strays
