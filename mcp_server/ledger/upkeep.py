@@ -9,12 +9,17 @@ settlement its writer has yet to write (:class:`Holding`). A row of its own that
 stray (its settlement was lost: a write the store refused for good, a write whose outcome the worker could
 not know); its lease runs out, and the worker settles it -32000 itself, as a survivor settles a dead
 worker's orphans. So nothing stays pending for a request that was settled (I11), and its id can be reused.
+
+After a gap of more than a lease between two rounds that reached the store (it was down, or stalled), every
+live worker's leases may have run out meanwhile: a round waits one more lease before it settles orphans, so
+that the workers still alive renew theirs first (:meth:`Upkeep.round`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -58,6 +63,8 @@ class Upkeep:
         self.ledger = ledger
         self.worker_id = worker_id
         self.holding = holding
+        self._last_round: float | None = None
+        self._orphans_after = 0.0
 
     async def run(self) -> None:
         """Every third of ``LEASE_TIMEOUT``, one :meth:`round` (errors are logged, never fatal)."""
@@ -72,17 +79,25 @@ class Upkeep:
 
     async def round(self) -> dict[str, int]:
         """Renew this worker's leases, settle orphans and strays, prune settled records past
-        ``LEDGER_RETENTION``."""
+        ``LEDGER_RETENTION``.
+
+        Orphans wait for one lease after this worker's first round, and after a gap of more than a lease
+        since its last one (see the module docstring).
+        """
         now = timezone.now()
         lease = timedelta(seconds=float(mcp_settings.LEASE_TIMEOUT))
         held = self.holding() if self.holding is not None else None
         renewed = await self.ledger.arenew_leases(
             self.worker_id, now + lease, None if held is None else held.pks
         )
-        orphans = await self.settle_orphans(now)
+        reached = time.monotonic()
+        if self._last_round is None or reached - self._last_round > lease.total_seconds():
+            self._orphans_after = reached + lease.total_seconds()
+        orphans = await self.settle_orphans(now) if reached >= self._orphans_after else 0
         strays = await self.settle_strays(now - lease, held) if held is not None else 0
         retention = timedelta(seconds=float(mcp_settings.LEDGER_RETENTION))
         pruned = await self.ledger.aprune(now - retention)
+        self._last_round = time.monotonic()
         return {"renewed": renewed, "orphans": orphans, "strays": strays, "pruned": pruned}
 
     async def settle_orphans(self, now: datetime) -> int:
