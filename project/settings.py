@@ -92,21 +92,40 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
 REDIS_URL = os.environ.get("REDIS_URL")
 CHANNEL_LAYERS: dict[str, Any]
 if REDIS_URL:
+    from redis.asyncio.retry import Retry as AsyncRetry
+    from redis.backoff import NoBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.retry import Retry
+
     # socket_timeout comfortably above 5 s: channels-redis blocks up to 5 s in each receive, and redis-py 8's
     # default read timeout of 5 s cut it short, a TimeoutError that killed every consumer idle that long (a
     # slow tool's POST). Yet finite, as the connect timeout: a Redis that stops answering fails the waits on
-    # it instead of hanging them (I11; mcp_server.W002, W007).
+    # it instead of hanging them (I11; mcp_server.W002, W007). One retry on a broken connection (a pooled
+    # one a restarted Redis closed), never on a timeout: a command that timed out may still run later.
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15, "socket_connect_timeout": 3}]},
+            "CONFIG": {
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "socket_timeout": 15,
+                        "socket_connect_timeout": 3,
+                        "retry": AsyncRetry(NoBackoff(), 1, (RedisConnectionError,)),
+                    }
+                ]
+            },
         }
     }
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
-            "OPTIONS": {"socket_timeout": 5, "socket_connect_timeout": 3},
+            "OPTIONS": {
+                "socket_timeout": 5,
+                "socket_connect_timeout": 3,
+                "retry": Retry(NoBackoff(), 1, (RedisConnectionError,)),
+            },
         }
     }
 else:

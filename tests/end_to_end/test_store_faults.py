@@ -369,3 +369,31 @@ async def test_a_killed_redis(site: Site, http: httpx.AsyncClient) -> None:
         store_error(t, n, "ledger")  # one answer each
     assert (await stream_status(http, behind, sb)).status == 200  # Redis is back (empty)
     assert result_text(await timed(call(http, cache, sc, 3)), 3) == "hi"
+    await wait_for(lambda: workers_in_group(site, len(site.workers)), within=BOUND)  # each rejoined
+    # A DELETE through one worker reaches a request another one holds again.
+    sx = await open_session(http, behind)
+    held = asyncio.ensure_future(timed(call(http, cache, sx, 1, slow(30))))
+    await wait_for(lambda: holds(http, cache, sx, 1), within=BOUND)
+    assert (await timed(delete(http, behind, sx))).status == 200
+    closed = answer(await held, 1)["error"]
+    assert closed == {"code": -32000, "message": "Connection closed: session terminated by the client"}
+
+
+async def workers_in_group(site: Site, count: int) -> bool:
+    """Whether ``count`` workers are members of the workers' channel-layer group (a zset on Redis)."""
+    import redis.asyncio as aioredis
+
+    from mcp_server.wire.messages import WORKERS_GROUP
+
+    client = aioredis.Redis.from_url(site.redis.url(), socket_timeout=2)
+    try:
+        return bool(await client.zcard(f"asgi:group:{WORKERS_GROUP}") == count)
+    finally:
+        await client.aclose()
+
+
+async def holds(http: httpx.AsyncClient, worker: LiveServer, session_id: str, request_id: int) -> bool:
+    """Whether ``worker`` holds ``request_id`` of the session in flight (the test app's ``test/stats``)."""
+    body = rpc("test/stats", {}, "stats")
+    stats = answer(await timed(http.post(worker.url, json=body, headers=headers(session_id))), "stats")
+    return request_id in stats["result"]["pending"]
