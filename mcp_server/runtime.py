@@ -127,15 +127,9 @@ class Runtime:
         try:
             layer = self.layer
             if layer is not None:
-                try:
-                    # default prefix: see admin_live.operations
-                    self.channel = await bounded(layer.new_channel(), LAYER)
-                    await bounded(layer.group_add(WORKERS_GROUP, self.channel), LAYER)
-                except Exception:
-                    logger.exception("channel layer unreachable: messages from other workers will not arrive")
-                    self.channel = ""
-                else:
-                    self._tasks.append(loop.create_task(self._listen(layer), name="mcp worker channel"))
+                joined = await self._join(layer)
+                listening = self._listen(layer, rejoin=not joined)
+                self._tasks.append(loop.create_task(listening, name="mcp worker channel"))
             self._tasks.append(loop.create_task(self.upkeep.run(), name="mcp ledger upkeep"))
             if self.freeze_gc:  # start-up objects live for ever: keep them out of the collector's way
                 gc.collect()
@@ -191,7 +185,9 @@ class Runtime:
             try:
                 await bounded(self.layer.group_add(session_group(session_id), self.channel), LAYER)
             except BaseException:  # StoreUnavailable: the transport refuses the stream (503)
-                await self.detach_stream(session_id, sink)
+                sinks.discard(sink)
+                if not sinks:
+                    del self._streams[session_id]
                 raise
 
     async def detach_stream(self, session_id: str, sink: StreamSink) -> None:
@@ -210,11 +206,25 @@ class Runtime:
 
     # -- messages from other workers ----------------------------------------------------------------------
 
-    async def _listen(self, layer: Any) -> None:
-        rejoin = False
+    async def _join(self, layer: Any) -> bool:
+        """Take a channel of this worker's own and join the workers' group; ``False`` if the layer failed."""
+        try:
+            if not self.channel:
+                self.channel = await bounded(layer.new_channel(), LAYER)  # default prefix: see admin_live
+            await bounded(layer.group_add(WORKERS_GROUP, self.channel), LAYER)
+        except Exception as exc:
+            logger.warning(
+                "channel layer unreachable, messages from other workers do not arrive yet: %r", exc
+            )
+            return False
+        return True
+
+    async def _listen(self, layer: Any, *, rejoin: bool = False) -> None:
+        """Receive what other workers send; after a failure, join the groups again (a restarted Redis forgot
+        them, or the layer was unreachable at start-up) before receiving again."""
         while True:
             try:
-                if rejoin:  # a restarted Redis forgot the groups: join them again
+                if rejoin:
                     await self._rejoin(layer)
                     rejoin = False
                 event = await layer.receive(self.channel)
@@ -235,7 +245,8 @@ class Runtime:
                 logger.exception("could not act on %s", message.type)
 
     async def _rejoin(self, layer: Any) -> None:
-        await bounded(layer.group_add(WORKERS_GROUP, self.channel), LAYER)
+        if not await self._join(layer):
+            raise ConnectionError("the channel layer is still unreachable")
         for session_id in list(self._streams):
             await bounded(layer.group_add(session_group(session_id), self.channel), LAYER)
 

@@ -152,6 +152,11 @@ class PostgresServer(StoreServer):
     def url(self, database: str = "postgres") -> str:
         return f"postgres://postgres@127.0.0.1:{self.port}/{database}"
 
+    def start(self) -> None:
+        """Start, and wait until it accepts queries (the port opens before start-up and recovery end)."""
+        super().start()
+        _wait_until_accepting(self)
+
     def stop(self) -> None:
         if self.process is not None:
             self.resume()
@@ -236,7 +241,6 @@ def throwaway_postgres() -> Iterator[PostgresServer]:
             command += ["-c", f"{key}={value}"]
         server = PostgresServer("postgres", port, command, directory, user=user)
         server.start()
-        _wait_until_accepting(server)
         try:
             yield server
         finally:

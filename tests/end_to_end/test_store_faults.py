@@ -397,3 +397,35 @@ async def holds(http: httpx.AsyncClient, worker: LiveServer, session_id: str, re
     body = rpc("test/stats", {}, "stats")
     stats = answer(await timed(http.post(worker.url, json=body, headers=headers(session_id))), "stats")
     return request_id in stats["result"]["pending"]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_worker_joins_a_channel_layer_that_was_down_at_its_start() -> None:
+    """The runtime starts while its Redis is down (it answers all the same), and joins the workers' group
+    once Redis is back, without a restart."""
+    import redis.asyncio as aioredis
+    from django.test import override_settings
+
+    from mcp_server.runtime import Runtime
+    from mcp_server.wire.messages import WORKERS_GROUP
+
+    with throwaway_redis() as redis:
+        host = {"address": redis.url(), "socket_timeout": 15, "socket_connect_timeout": 1}
+        layers = {"faults": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [host]}}}
+        redis.kill()
+        with override_settings(CHANNEL_LAYERS=layers, MCP_SERVER={"STORE_TIMEOUT": STORE_TIMEOUT}):
+            runtime = Runtime(channel_layer_alias="faults")
+            started = time.monotonic()
+            await runtime.start()
+            assert time.monotonic() - started < 2 * STORE_TIMEOUT + 1  # bounded, not a hang
+            redis.restart()
+            client = aioredis.Redis.from_url(redis.url(), socket_timeout=2)
+
+            async def joined() -> bool:
+                return bool(await client.zscore(f"asgi:group:{WORKERS_GROUP}", runtime.channel) is not None)
+
+            try:
+                await wait_for(joined, within=BOUND)
+            finally:
+                await client.aclose()
+                await runtime.aclose()
