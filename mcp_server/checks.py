@@ -89,7 +89,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
 
 @register(Tags.compatibility)
 def check_redis_channel_layer(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """W002: a channels-redis layer whose hosts keep redis-py's default read timeout."""
+    """W002: a channels-redis layer whose hosts wait on Redis for ever, or too briefly for its receive."""
     if not isinstance(getattr(settings, "MCP_SERVER", {}), dict):
         return []  # E000 says so
     alias = MCPSettings.from_django().CHANNEL_LAYER
@@ -99,14 +99,17 @@ def check_redis_channel_layer(app_configs: Any = None, **kwargs: Any) -> list[Ch
         return []
     hosts = (layer.get("CONFIG") or {}).get("hosts") or []
     # No hosts: channels-redis connects to localhost with redis-py's defaults, so that warrants W002 too.
-    if hosts and all(isinstance(host, dict) and "socket_timeout" in host for host in hosts):
+    if hosts and all(_layer_host_bounded(host) for host in hosts):
         return []
     return [
         Warning(
-            f"CHANNEL_LAYERS[{alias!r}] uses channels-redis without 'socket_timeout' on its hosts.",
+            f"CHANNEL_LAYERS[{alias!r}] uses channels-redis without a suitable 'socket_timeout' and "
+            "'socket_connect_timeout' on each host.",
             hint=(
-                "redis-py's default read timeout can end the blocking receive of an idle consumer (a slow "
-                "tool's POST, a quiet GET stream); give each host as a dict with 'socket_timeout': None."
+                f"Give each host as a dict with 'socket_timeout' above {LAYER_RECEIVE_BLOCK:g} s "
+                "(channels-redis blocks that long in each receive; redis-py 8's default of 5 s cuts it short "
+                "and ends every quiet consumer), e.g. 15, and 'socket_connect_timeout', e.g. 3: without "
+                "them a Redis that stops answering hangs the requests that wait on it."
             ),
             id="mcp_server.W002",
         )
@@ -181,3 +184,93 @@ def check_bounds(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
             )
         )
     return messages
+
+
+# -- I11: faults are bounded ---------------------------------------------------------------------------------
+
+LAYER_RECEIVE_BLOCK = 5.0
+"""Seconds channels-redis blocks in each receive (``BZPOPMIN``): a host's read timeout must exceed it."""
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < float("inf")
+
+
+def _url_options(address: Any) -> dict[str, str]:
+    """The query options of a Redis URL (``redis://host/0?socket_timeout=15``)."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    return dict(parse_qsl(urlsplit(address).query)) if isinstance(address, str) else {}
+
+
+def _seconds(value: Any) -> float | None:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if isinstance(value, bool) or not _number(seconds) else seconds
+
+
+def _layer_host_bounded(host: Any) -> bool:
+    options = _url_options(host.get("address") if isinstance(host, dict) else host)
+    if isinstance(host, dict):
+        options = {**options, **host}
+    read = _seconds(options.get("socket_timeout"))
+    return (
+        read is not None
+        and read > LAYER_RECEIVE_BLOCK
+        and _seconds(options.get("socket_connect_timeout")) is not None
+    )
+
+
+@register(Tags.compatibility)
+def check_store_timeout(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E014: ``STORE_TIMEOUT`` is not a positive number below ``REQUEST_TIMEOUT``."""
+    if not isinstance(getattr(settings, "MCP_SERVER", {}), dict):
+        return []  # E000 says so
+    conf = MCPSettings.from_django()
+    value, deadline = conf.STORE_TIMEOUT, conf.REQUEST_TIMEOUT
+    if not _number(value):
+        return [
+            Error("MCP_SERVER['STORE_TIMEOUT'] must be a positive number of seconds.", id="mcp_server.E014")
+        ]
+    if deadline is not None and _number(deadline) and value >= deadline:
+        return [
+            Error(
+                f"MCP_SERVER['STORE_TIMEOUT'] ({value:g}s) must be below REQUEST_TIMEOUT ({deadline:g}s).",
+                hint="A request waiting on a store must be answered with an error before its deadline.",
+                id="mcp_server.E014",
+            )
+        ]
+    return []
+
+
+REDIS_CACHES = ("django.core.cache.backends.redis.RedisCache", "django_redis.cache.RedisCache")
+
+
+@register(Tags.compatibility)
+def check_redis_cache_timeouts(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """W008: the Redis cache MCP uses (``LEDGER_CACHE_ALIAS``) has no socket timeouts."""
+    if not isinstance(getattr(settings, "MCP_SERVER", {}), dict):
+        return []  # E000 says so
+    alias = MCPSettings.from_django().LEDGER_CACHE_ALIAS
+    caches = getattr(settings, "CACHES", {}) or {}
+    cache = caches.get(alias) if isinstance(alias, str) and isinstance(caches, dict) else None
+    if not isinstance(cache, dict) or str(cache.get("BACKEND", "")) not in REDIS_CACHES:
+        return []
+    options = cache.get("OPTIONS") or {}
+    if isinstance(options, dict) and all(
+        _seconds(options.get(key)) is not None for key in ("socket_timeout", "socket_connect_timeout")
+    ):
+        return []
+    return [
+        Warning(
+            f"CACHES[{alias!r}] is on Redis without 'socket_timeout' and 'socket_connect_timeout' in "
+            "its OPTIONS.",
+            hint=(
+                "A Redis that stops answering would hold the ledger writer and the threads of cache calls "
+                "for ever; set both, e.g. 5 and 3 seconds (at most STORE_TIMEOUT)."
+            ),
+            id="mcp_server.W008",
+        )
+    ]

@@ -44,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_CLIENT_METADATA_BYTES": 16 * 1024,
     "MAX_SESSIONS_PER_CLIENT": None,
     "ERROR_DETAIL": False,
+    "STORE_TIMEOUT": 5.0,
 }
 """Every key ``MCP_SERVER`` understands, with its default. The README's settings table mirrors this."""
 
@@ -83,6 +84,7 @@ class MCPSettings:
     MAX_CLIENT_METADATA_BYTES: int
     MAX_SESSIONS_PER_CLIENT: int | None
     ERROR_DETAIL: bool
+    STORE_TIMEOUT: float
     unknown_keys: tuple[str, ...] = field(default=())
 
     @classmethod

@@ -23,8 +23,9 @@ from channels.layers import get_channel_layer
 
 from .conf import mcp_settings
 from .core.records import LedgerRecord, request_key
+from .core.stores import bounded
 from .ledger import Ledger, get_ledger
-from .ledger.upkeep import Upkeep
+from .ledger.upkeep import Holding, Upkeep
 from .ledger.writer import LedgerWriter
 from .protocol.outbound import OutboundTable
 from .protocol.settlement import ABORTED, RequestTable, aborted_response
@@ -49,6 +50,8 @@ from .wire.messages import (
 __all__ = ["Runtime", "StreamSink", "get_runtime", "new_worker_id"]
 
 logger = logging.getLogger("mcp_server.runtime")
+
+LAYER = "channel layer"
 
 
 def new_worker_id() -> str:
@@ -92,7 +95,7 @@ class Runtime:
         self.outbound = OutboundTable()
         ttl = mcp_settings.SESSION_CACHE_TTL if session_cache_ttl is None else session_cache_ttl
         self.sessions = SessionCache(float(ttl))
-        self.upkeep = Upkeep(self.ledger, self.worker_id)
+        self.upkeep = Upkeep(self.ledger, self.worker_id, holding=self._holding)
         self.layer_alias = channel_layer_alias or mcp_settings.CHANNEL_LAYER
         self.layer: Any = get_channel_layer(self.layer_alias)
         """The Channels layer other workers reach this one through (``None``: this process only)."""
@@ -124,14 +127,9 @@ class Runtime:
         try:
             layer = self.layer
             if layer is not None:
-                try:
-                    self.channel = await layer.new_channel()  # default prefix: see admin_live.operations
-                    await layer.group_add(WORKERS_GROUP, self.channel)
-                except Exception:
-                    logger.exception("channel layer unreachable: messages from other workers will not arrive")
-                    self.channel = ""
-                else:
-                    self._tasks.append(loop.create_task(self._listen(layer), name="mcp worker channel"))
+                joined = await self._join(layer)
+                listening = self._listen(layer, rejoin=not joined)
+                self._tasks.append(loop.create_task(listening, name="mcp worker channel"))
             self._tasks.append(loop.create_task(self.upkeep.run(), name="mcp ledger upkeep"))
             if self.freeze_gc:  # start-up objects live for ever: keep them out of the collector's way
                 gc.collect()
@@ -168,10 +166,15 @@ class Runtime:
         return False
 
     async def end_session(self, session_id: str, reason: str) -> bool:
-        """End a session everywhere (see :func:`~mcp_server.sessions.aend_session`)."""
-        ended = await aend_session(session_id, reason)
-        await self._session_ended(session_id, reason)  # at once here, whatever the channel layer does
-        return ended
+        """End a session everywhere (see :func:`~mcp_server.sessions.aend_session`).
+
+        Raises :class:`~mcp_server.core.stores.StoreUnavailable` when the database or the channel layer
+        does not answer within ``STORE_TIMEOUT``; the requests held here are answered all the same.
+        """
+        try:
+            return await bounded(aend_session(session_id, reason), "session store")
+        finally:
+            await self._session_ended(session_id, reason)  # at once here, whatever the stores do
 
     async def attach_stream(self, session_id: str, sink: StreamSink) -> None:
         """Route the session's server-initiated messages to ``sink`` (from any worker)."""
@@ -179,7 +182,13 @@ class Runtime:
         first = not sinks
         sinks.add(sink)
         if first and self.layer is not None and self.channel:
-            await self.layer.group_add(session_group(session_id), self.channel)
+            try:
+                await bounded(self.layer.group_add(session_group(session_id), self.channel), LAYER)
+            except BaseException:  # StoreUnavailable: the transport refuses the stream (503)
+                sinks.discard(sink)
+                if not sinks:
+                    del self._streams[session_id]
+                raise
 
     async def detach_stream(self, session_id: str, sink: StreamSink) -> None:
         """Stop routing to ``sink``."""
@@ -191,20 +200,39 @@ class Runtime:
             del self._streams[session_id]
             if self.layer is not None and self.channel:
                 try:
-                    await self.layer.group_discard(session_group(session_id), self.channel)
+                    await bounded(self.layer.group_discard(session_group(session_id), self.channel), LAYER)
                 except Exception:
                     logger.debug("could not leave the group of session %s", session_id, exc_info=True)
 
     # -- messages from other workers ----------------------------------------------------------------------
 
-    async def _listen(self, layer: Any) -> None:
+    async def _join(self, layer: Any) -> bool:
+        """Take a channel of this worker's own and join the workers' group; ``False`` if the layer failed."""
+        try:
+            if not self.channel:
+                self.channel = await bounded(layer.new_channel(), LAYER)  # default prefix: see admin_live
+            await bounded(layer.group_add(WORKERS_GROUP, self.channel), LAYER)
+        except Exception as exc:
+            logger.warning(
+                "channel layer unreachable, messages from other workers do not arrive yet: %r", exc
+            )
+            return False
+        return True
+
+    async def _listen(self, layer: Any, *, rejoin: bool = False) -> None:
+        """Receive what other workers send; after a failure, join the groups again (a restarted Redis forgot
+        them, or the layer was unreachable at start-up) before receiving again."""
         while True:
             try:
+                if rejoin:
+                    await self._rejoin(layer)
+                    rejoin = False
                 event = await layer.receive(self.channel)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 logger.exception("channel layer receive failed; retrying in 1s")
+                rejoin = True
                 await asyncio.sleep(1.0)
                 continue
             message = parse_event(event)
@@ -215,6 +243,12 @@ class Runtime:
                 await self.handle(message)
             except Exception:
                 logger.exception("could not act on %s", message.type)
+
+    async def _rejoin(self, layer: Any) -> None:
+        if not await self._join(layer):
+            raise ConnectionError("the channel layer is still unreachable")
+        for session_id in list(self._streams):
+            await bounded(layer.group_add(session_group(session_id), self.channel), LAYER)
 
     async def handle(self, message: WorkerMessage) -> None:
         """Act on a message from another worker (or this one)."""
@@ -251,6 +285,11 @@ class Runtime:
     async def _cancel_settled(self, session_id: str | None, key: str) -> None:
         await self._broadcast(CancelSettled(session_id=session_id, key=key))
 
+    def _holding(self) -> Holding:
+        """What this worker holds in the ledger: its pending requests and the settlements not yet written."""
+        pks = {e.record.pk for e in self.requests.pending() if e.record.pk is not None}
+        return Holding(pks | self.writer.held(), self.writer.oldest_unwritten())
+
     async def _refused(self, record: LedgerRecord) -> None:
         await self.requests.refuse(record)
 
@@ -258,7 +297,7 @@ class Runtime:
         if self.layer is None:
             return False
         try:
-            await self.layer.group_send(WORKERS_GROUP, to_event(message))
+            await bounded(self.layer.group_send(WORKERS_GROUP, to_event(message)), LAYER)
         except Exception:
             logger.exception("could not tell the other workers: %s", message.type)
             return False
@@ -266,7 +305,7 @@ class Runtime:
 
     async def _send(self, channel: str, message: WorkerMessage) -> None:
         if self.layer is not None:
-            await self.layer.send(channel, to_event(message))
+            await bounded(self.layer.send(channel, to_event(message)), LAYER)
 
     # -- shutdown ----------------------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from .conf import mcp_settings
 from .core.context import SessionState
+from .core.stores import StoreUnavailable, bounded
 from .models import Session
 from .wire.errors import INVALID_PARAMS, JSONRPCError
 from .wire.messages import WORKERS_GROUP, EndSession, SessionChanged, to_event
@@ -266,13 +267,17 @@ class SessionCache:
                 return None
             await self._touch(session_id, cached, now)
             return cached
-        session = await Session.objects.filter(pk=session_id, server=server, ended_at__isnull=True).afirst()
+        lookup = Session.objects.filter(pk=session_id, server=server, ended_at__isnull=True).afirst()
+        session = await bounded(lookup, "database")  # StoreUnavailable: the transport answers 503
         if session is None:
             self.forget(session_id)
             return None
         if idle and now - session.last_seen > timedelta(seconds=float(idle)):
             self.forget(session_id)
-            await aend_session(session.id, EXPIRED_REASON)
+            try:
+                await bounded(aend_session(session.id, EXPIRED_REASON), "session store")
+            except StoreUnavailable as exc:  # expired all the same; pruning ends it later
+                logger.warning("could not end the expired session %s: %s", session_id, exc.message)
             return None
         cached = self.remember(session)
         await self._touch(session_id, cached, now)
@@ -285,7 +290,9 @@ class SessionCache:
         if now - cached.touched > touch_every():
             cached.touched = now
             try:
-                await Session.objects.filter(pk=session_id).aupdate(last_seen=now)
+                await bounded(Session.objects.filter(pk=session_id).aupdate(last_seen=now), "database")
+            except StoreUnavailable as exc:  # served all the same; tried again after LAST_SEEN_EVERY
+                logger.warning("could not record the activity of session %s: %s", session_id, exc.message)
             except Exception:  # the session is served all the same; the next request tries again
                 logger.exception("could not record the activity of session %s", session_id)
                 cached.touched = cached.last_seen - LAST_SEEN_EVERY

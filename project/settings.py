@@ -76,19 +76,58 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # A server that stops answering must not hold a thread for ever (I11): give up connecting after 3 s, and
+    # detect a vanished host with keepalives and tcp_user_timeout (ms). A stopped server keeps answering TCP,
+    # so a query already sent waits until it resumes: MCP's own waits give up after STORE_TIMEOUT.
+    DATABASES["default"]["OPTIONS"] = {
+        "connect_timeout": 3,
+        "keepalives": 1,
+        "keepalives_idle": 30,
+        "keepalives_interval": 5,
+        "keepalives_count": 3,
+        "tcp_user_timeout": 30_000,
+    }
 
 REDIS_URL = os.environ.get("REDIS_URL")
 CHANNEL_LAYERS: dict[str, Any]
 if REDIS_URL:
-    # socket_timeout=None: redis-py 8 reads with a 5 s timeout by default, which cuts channels-redis's own
-    # 5 s blocking receive short; the TimeoutError kills every consumer idle that long (a slow tool's POST).
+    from redis.asyncio.retry import Retry as AsyncRetry
+    from redis.backoff import NoBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.retry import Retry
+
+    # socket_timeout comfortably above 5 s: channels-redis blocks up to 5 s in each receive, and redis-py 8's
+    # default read timeout of 5 s cut it short, a TimeoutError that killed every consumer idle that long (a
+    # slow tool's POST). Yet finite, as the connect timeout: a Redis that stops answering fails the waits on
+    # it instead of hanging them (I11; mcp_server.W002, W007). One retry on a broken connection (a pooled
+    # one a restarted Redis closed), never on a timeout: a command that timed out may still run later.
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": None}]},
+            "CONFIG": {
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "socket_timeout": 15,
+                        "socket_connect_timeout": 3,
+                        "retry": AsyncRetry(NoBackoff(), 1, (RedisConnectionError,)),
+                    }
+                ]
+            },
         }
     }
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {
+                "socket_timeout": 5,
+                "socket_connect_timeout": 3,
+                "retry": Retry(NoBackoff(), 1, (RedisConnectionError,)),
+            },
+        }
+    }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

@@ -125,7 +125,7 @@ def test_e005_timeouts_must_be_positive_numbers(key: str, value: Any) -> None:
 @pytest.mark.parametrize("key", ["REQUEST_TIMEOUT", "SESSION_IDLE_TIMEOUT"])
 @pytest.mark.parametrize("value", [None, 0.5, 30, 3600.0])
 def test_e005_silent_for_positive_numbers_and_none(key: str, value: Any) -> None:
-    assert mcp_ids(MCP_SERVER=with_mcp(**{key: value})) == []
+    assert mcp_ids(MCP_SERVER=with_mcp(STORE_TIMEOUT=0.1, **{key: value})) == []  # E014: below the deadline
 
 
 @pytest.mark.parametrize("key", ["LEDGER_FLUSH_INTERVAL", "SESSION_CACHE_TTL"])
@@ -148,7 +148,7 @@ def test_w006_the_cache_ledger_on_a_local_memory_cache() -> None:
     """Process-local and evicting: the admin would neither see every worker's requests nor keep them all."""
     cache_ledger = with_mcp(LEDGER_BACKEND="mcp_server.ledger.cache.CacheLedger")
     local = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-    shared = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": "redis://x"}}
+    shared = {"default": redis_cache({"socket_timeout": 5, "socket_connect_timeout": 3})}
     assert mcp_ids(MCP_SERVER=cache_ledger, CACHES=local) == ["mcp_server.W006"]
     assert mcp_ids(MCP_SERVER=cache_ledger, CACHES=shared) == []
     assert mcp_ids(CACHES=local) == []  # the database ledger does not depend on the cache
@@ -187,32 +187,48 @@ def redis_layer(config: dict[str, Any] | None) -> dict[str, Any]:
     return layer
 
 
+BOUNDED = {"socket_timeout": 15, "socket_connect_timeout": 3}
+"""Host timeouts W002 accepts: a read timeout above channels-redis's 5 s blocking receive, a connect one."""
+
+
 @pytest.mark.parametrize(
     "config",
     [
         {"hosts": ["redis://127.0.0.1:6379"]},
         {"hosts": [("127.0.0.1", 6379)]},
         {"hosts": [{"address": "redis://127.0.0.1:6379"}]},
-        {"hosts": [{"address": "redis://a", "socket_timeout": None}, "redis://b"]},
+        {"hosts": [{"address": "redis://a", "socket_timeout": None, "socket_connect_timeout": 3}]},  # hangs
+        {
+            "hosts": [{"address": "redis://a", "socket_timeout": 5, "socket_connect_timeout": 3}]
+        },  # cuts receive
+        {"hosts": [{"address": "redis://a", "socket_timeout": 15}]},  # no connect timeout
+        {"hosts": [{"address": "redis://a", "socket_timeout": 15, "socket_connect_timeout": None}]},
+        {"hosts": [{"address": "redis://a", "socket_timeout": "15", "socket_connect_timeout": True}]},
+        {"hosts": [{"address": "redis://a", **BOUNDED}, "redis://b"]},
         {"hosts": []},
         {},
         None,
     ],
 )
-def test_w002_redis_layer_without_socket_timeout(config: dict[str, Any] | None) -> None:
+def test_w002_redis_layer_without_bounded_socket_timeouts(config: dict[str, Any] | None) -> None:
     assert mcp_ids(CHANNEL_LAYERS={"default": redis_layer(config)}) == ["mcp_server.W002"]
 
 
 @pytest.mark.parametrize(
     "layers",
     [
-        {"default": redis_layer({"hosts": [{"address": "redis://127.0.0.1:6379", "socket_timeout": None}]})},
-        {"default": redis_layer({"hosts": [{"address": "redis://a", "socket_timeout": 30}]})},
+        {"default": redis_layer({"hosts": [{"address": "redis://127.0.0.1:6379", **BOUNDED}]})},
+        {
+            "default": redis_layer(
+                {"hosts": [{"address": "redis://a", "socket_timeout": 30.5, "socket_connect_timeout": 1}]}
+            )
+        },
+        {"default": redis_layer({"hosts": ["redis://a/0?socket_timeout=15&socket_connect_timeout=2"]})},
         {"default": MEMORY},
         {"default": MEMORY, "unused": redis_layer(None)},  # W002 looks at the layer MCP uses only
     ],
 )
-def test_w002_silent_with_socket_timeout_or_another_backend(layers: dict[str, Any]) -> None:
+def test_w002_silent_with_bounded_timeouts_or_another_backend(layers: dict[str, Any]) -> None:
     assert mcp_ids(CHANNEL_LAYERS=layers) == []
 
 
@@ -223,6 +239,81 @@ def test_w002_follows_the_alias_mcp_uses() -> None:
 
 def test_w002_is_silent_when_the_layer_is_not_a_dict() -> None:
     assert mcp_ids(CHANNEL_LAYERS={"default": "redis://127.0.0.1"}) == []
+
+
+@pytest.mark.parametrize("value", [0, -1, "5", True, None, float("inf"), float("nan"), [5]])
+def test_e014_store_timeout_must_be_positive_seconds(value: Any) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(STORE_TIMEOUT=value)) == ["mcp_server.E014"]
+
+
+@pytest.mark.parametrize(("store", "deadline"), [(5, 5), (10, 5.0), (0.5, 0.5)])
+def test_e014_store_timeout_must_be_below_the_request_deadline(store: float, deadline: float) -> None:
+    """A request waiting on a store must be answered with an error before its deadline answers it."""
+    overrides = with_mcp(STORE_TIMEOUT=store, REQUEST_TIMEOUT=deadline)
+    assert mcp_ids(MCP_SERVER=overrides) == ["mcp_server.E014"]
+
+
+@pytest.mark.parametrize(("store", "deadline"), [(5, 300), (0.5, 1), (60, None)])
+def test_e014_silent_below_the_deadline_or_without_one(store: float, deadline: float | None) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(STORE_TIMEOUT=store, REQUEST_TIMEOUT=deadline)) == []
+
+
+def redis_cache(options: dict[str, Any] | None) -> dict[str, Any]:
+    cache: dict[str, Any] = {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": "redis://x",
+    }
+    if options is not None:
+        cache["OPTIONS"] = options
+    return cache
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        None,
+        {},
+        {"socket_timeout": 5},
+        {"socket_connect_timeout": 3},
+        {"socket_timeout": None, "socket_connect_timeout": 3},
+        {"socket_timeout": 5, "socket_connect_timeout": 0},
+    ],
+)
+def test_w008_redis_cache_without_socket_timeouts(options: dict[str, Any] | None) -> None:
+    assert mcp_ids(CACHES={"default": redis_cache(options)}) == ["mcp_server.W008"]
+
+
+def test_w008_follows_the_cache_alias_mcp_uses() -> None:
+    caches = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "mcp": redis_cache(None),
+    }
+    assert mcp_ids(CACHES=caches) == []
+    assert mcp_ids(CACHES=caches, MCP_SERVER=with_mcp(LEDGER_CACHE_ALIAS="mcp")) == ["mcp_server.W008"]
+    bounded = {**caches, "mcp": redis_cache({"socket_timeout": 5, "socket_connect_timeout": 3.0})}
+    assert mcp_ids(CACHES=bounded, MCP_SERVER=with_mcp(LEDGER_CACHE_ALIAS="mcp")) == []
+
+
+def test_the_demo_settings_on_redis_pass_w002_and_w008() -> None:
+    """The demo's Redis timeouts (project/settings.py, with REDIS_URL set) satisfy both checks."""
+    import subprocess
+    import sys
+
+    from tests.live import ROOT, base_env
+
+    env = base_env(
+        ROOT / "unused.sqlite3", REDIS_URL="redis://127.0.0.1:1/0", DJANGO_SETTINGS_MODULE="project.settings"
+    )
+    done = subprocess.run(
+        [sys.executable, "manage.py", "check", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "W002" not in done.stderr
+    assert "W008" not in done.stderr
 
 
 # -- site_checks.py ----------------------------------------------------------------------------------------

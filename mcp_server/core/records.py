@@ -10,6 +10,7 @@ before its batch is written becomes one final record, a longer one a pending rec
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -165,8 +166,24 @@ class Ledger(ABC):
         """Pending records, oldest first (of one session, or all)."""
 
     @abstractmethod
-    async def arenew_leases(self, worker: str, until: datetime) -> int:
-        """Extend the lease of every pending record ``worker`` holds."""
+    async def arenew_leases(self, worker: str, until: datetime, held: Collection[Any] | None = None) -> int:
+        """Extend the lease of the pending records ``worker`` holds: those whose pk is in ``held``, or all of
+        them (``None``). A backend with one lease per worker (the cache) renews that one either way."""
+
+    async def astrays(
+        self, worker: str, held: Collection[Any], created_before: datetime, *, limit: int = 500
+    ) -> list[LedgerRecord]:
+        """Pending records of ``worker`` created before ``created_before`` whose pk is not in ``held``: the
+        worker settled them, but the record of it was lost (the default scans :meth:`apending`)."""
+        strays = [
+            r
+            for r in await self.apending()
+            if r.worker == worker
+            and r.pk not in held
+            and r.created is not None
+            and r.created < created_before
+        ]
+        return strays[:limit]
 
     @abstractmethod
     async def aexpired(self, now: datetime, *, limit: int = 500) -> list[LedgerRecord]:

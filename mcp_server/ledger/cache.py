@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
@@ -253,7 +254,8 @@ class CacheLedger(Ledger):
     ) -> list[LedgerRecord]:
         return await sync_to_async(self._pending, thread_sensitive=False)(session_id, limit)
 
-    async def arenew_leases(self, worker: str, until: datetime) -> int:
+    async def arenew_leases(self, worker: str, until: datetime, held: Collection[Any] | None = None) -> int:
+        # One lease per worker: the worker's strays are settled by its own upkeep (``astrays``).
         seconds = max(1.0, (until - timezone.now()).total_seconds())
         await sync_to_async(self.cache.set, thread_sensitive=False)(
             self._k("w", worker), until.isoformat(), seconds

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -68,6 +69,9 @@ COLUMNS = (
     "outcome",
 )
 """The columns a batch writes, in ``LedgerRecord``'s names (they are the model's attribute names too)."""
+
+RENEW_CHUNK = 500
+"""Leases renewed per ``UPDATE`` (their pks are its parameters)."""
 
 
 class DatabaseLedger(Ledger):
@@ -200,10 +204,21 @@ class DatabaseLedger(Ledger):
             rows = rows[:limit]
         return [_record(row) async for row in rows]
 
-    async def arenew_leases(self, worker: str, until: datetime) -> int:
-        return int(
-            await self.model.objects.filter(worker=worker, state=State.PENDING).aupdate(lease_expires=until)
-        )
+    async def arenew_leases(self, worker: str, until: datetime, held: Collection[Any] | None = None) -> int:
+        rows = self.model.objects.filter(worker=worker, state=State.PENDING)
+        if held is None:
+            return int(await rows.aupdate(lease_expires=until))
+        pks, renewed = sorted(held), 0
+        for start in range(0, len(pks), RENEW_CHUNK):
+            renewed += await rows.filter(pk__in=pks[start : start + RENEW_CHUNK]).aupdate(lease_expires=until)
+        return renewed
+
+    async def astrays(
+        self, worker: str, held: Collection[Any], created_before: datetime, *, limit: int = 500
+    ) -> list[LedgerRecord]:
+        rows = self.model.objects.filter(worker=worker, state=State.PENDING, created__lt=created_before)
+        found = [_record(row) async for row in rows.order_by("created")[: limit + len(held)]]
+        return [r for r in found if r.pk not in held][:limit]
 
     async def aexpired(self, now: datetime, *, limit: int = 500) -> list[LedgerRecord]:
         rows = self.model.objects.filter(state=State.PENDING, lease_expires__lt=now).order_by("created")[

@@ -1,15 +1,29 @@
 """A worker's share of keeping the ledger and the sessions: renew its leases, settle the orphans of dead
-workers, prune the ledger, end idle sessions and prune ended ones.
+workers and its own strays, prune the ledger, end idle sessions and prune ended ones.
 
 Each worker process runs :meth:`Upkeep.run` in the background (started by its runtime); ``manage.py
 mcp_prune`` runs the same steps from the command line.
+
+A worker renews the leases of the records it still holds only: the requests in its table and those whose
+settlement its writer has yet to write (:class:`Holding`). A row of its own that it no longer holds is a
+stray (its settlement was lost: a write the store refused for good, a write whose outcome the worker could
+not know); its lease runs out, and the worker settles it -32000 itself, as a survivor settles a dead
+worker's orphans. So nothing stays pending for a request that was settled (I11), and its id can be reused.
+
+After a gap of more than a lease between two rounds that reached the store (it was down, or stalled), every
+live worker's leases may have run out meanwhile: a round waits one more lease before it settles orphans, so
+that the workers still alive renew theirs first (:meth:`Upkeep.round`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.utils import timezone
 
@@ -18,7 +32,7 @@ from ..core.records import Ledger
 from ..protocol.settlement import CLOSED, closed_response, outcome_of
 from ..sessions import aexpire_idle_sessions, aprune_ended_sessions, touch_every
 
-__all__ = ["ORPHAN_REASON", "SWEEP_BATCHES", "Upkeep"]
+__all__ = ["ORPHAN_REASON", "STRAY_REASON", "SWEEP_BATCHES", "Holding", "Upkeep"]
 
 logger = logging.getLogger("mcp_server.ledger")
 
@@ -28,13 +42,33 @@ ORPHAN_REASON = "the worker serving it stopped"
 SWEEP_BATCHES = 10
 """Batches of sessions one round expires and prunes at most (the next round goes on)."""
 
+STRAY_REASON = "its settlement could not be recorded"
+"""The ``<why>`` of the -32000 recorded for a worker's own stray (see the module docstring)."""
+
+
+@dataclass(frozen=True)
+class Holding:
+    """What a worker holds in the ledger right now."""
+
+    pks: set[Any] = field(default_factory=set)
+    """Records still pending here: in the request table, or with a settlement not yet written."""
+    oldest_unwritten: datetime | None = None
+    """When the oldest request whose first write is not done arrived: no row after it can be a stray yet."""
+
 
 class Upkeep:
-    """Lease renewal, orphan settlement and pruning for the worker ``worker_id``."""
+    """Lease renewal, orphan and stray settlement, and pruning for the worker ``worker_id``.
 
-    def __init__(self, ledger: Ledger, worker_id: str) -> None:
+    ``holding`` tells what the worker holds (its runtime's); without it (``mcp_prune``) every pending record
+    of ``worker_id`` is renewed and none is taken for a stray.
+    """
+
+    def __init__(self, ledger: Ledger, worker_id: str, holding: Callable[[], Holding] | None = None) -> None:
         self.ledger = ledger
         self.worker_id = worker_id
+        self.holding = holding
+        self._last_round: float | None = None
+        self._orphans_after = 0.0
 
     async def run(self) -> None:
         """Every third of ``LEASE_TIMEOUT``, one :meth:`round` (errors are logged, never fatal)."""
@@ -48,16 +82,29 @@ class Upkeep:
             await asyncio.sleep(max(0.2, float(mcp_settings.LEASE_TIMEOUT) / 3))
 
     async def round(self) -> dict[str, int]:
-        """Renew this worker's leases, settle orphans, prune settled records past ``LEDGER_RETENTION``,
-        then sweep the sessions (:meth:`sweep_sessions`, a bounded number of batches)."""
+        """Renew this worker's leases, settle orphans and strays, prune settled records past
+        ``LEDGER_RETENTION``, then sweep the sessions (:meth:`sweep_sessions`, a bounded number of
+        batches).
+
+        Orphans wait for one lease after this worker's first round, and after a gap of more than a lease
+        since its last one (see the module docstring).
+        """
         now = timezone.now()
         lease = timedelta(seconds=float(mcp_settings.LEASE_TIMEOUT))
-        renewed = await self.ledger.arenew_leases(self.worker_id, now + lease)
-        orphans = await self.settle_orphans(now)
+        held = self.holding() if self.holding is not None else None
+        renewed = await self.ledger.arenew_leases(
+            self.worker_id, now + lease, None if held is None else held.pks
+        )
+        reached = time.monotonic()
+        if self._last_round is None or reached - self._last_round > lease.total_seconds():
+            self._orphans_after = reached + lease.total_seconds()
+        orphans = await self.settle_orphans(now) if reached >= self._orphans_after else 0
+        strays = await self.settle_strays(now - lease, held) if held is not None else 0
         retention = timedelta(seconds=float(mcp_settings.LEDGER_RETENTION))
         pruned = await self.ledger.aprune(now - retention)
         sessions = await self.sweep_sessions(now, max_batches=SWEEP_BATCHES)
-        return {"renewed": renewed, "orphans": orphans, "pruned": pruned, **sessions}
+        self._last_round = time.monotonic()
+        return {"renewed": renewed, "orphans": orphans, "strays": strays, "pruned": pruned, **sessions}
 
     async def settle_orphans(self, now: datetime) -> int:
         """Record -32000 for the pending requests of other workers whose lease ran out."""
@@ -85,3 +132,24 @@ class Upkeep:
             now - timedelta(seconds=keep), self.ledger.asessions_with_pending, max_batches=max_batches
         )
         return {"sessions_expired": expired, "sessions_pruned": pruned}
+
+    async def settle_strays(self, created_before: datetime, held: Holding) -> int:
+        """Record -32000 for this worker's pending rows, older than ``created_before``, that it no longer
+        holds."""
+        if held.oldest_unwritten is not None:
+            created_before = min(created_before, held.oldest_unwritten)
+        candidates = await self.ledger.astrays(self.worker_id, held.pks, created_before)
+        if not candidates or self.holding is None:
+            return 0
+        still_held = self.holding().pks  # what the wait on the store let this worker take or settle since
+        strays = 0
+        for record in candidates:
+            if record.pk in still_held:
+                continue
+            reply = closed_response(record.request_id, STRAY_REASON)
+            if await self.ledger.asettle(record, CLOSED, outcome_of(reply)):
+                strays += 1
+                logger.warning(
+                    "settled a stray of this worker: %s %s", record.method, record.request_key[:100]
+                )
+        return strays

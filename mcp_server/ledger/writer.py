@@ -7,57 +7,84 @@ batch is written becomes one final record; a longer one a pending record, then i
 
 What a worker crash loses from the record: the requests that arrived less than ``LEDGER_FLUSH_INTERVAL``
 before it (their connections died with the worker) and the settlements of that last interval (their rows
-stay pending until a survivor settles them -32000 as orphans). A store that fails keeps the batch queued and
-is retried with backoff: the record converges once the store answers again. A store that refuses a value
-(:data:`REFUSED_VALUE`: text PostgreSQL cannot hold, a value too long for its column) does not hold the batch
-back: its records are written one by one, and one the store refuses even once made storable
-(:func:`~mcp_server.core.records.make_storable`) is dropped with an error in the log.
+stay pending until a survivor settles them -32000 as orphans).
+
+Faults (I11): a store that cannot answer (unreachable, broken connection, timeout) keeps the batch queued and
+is retried with backoff, for as long as it takes: the record converges once the store answers again. A batch
+the store refuses (a value it cannot hold) is written again record by record, so that the others go through;
+a refused record is made storable (:func:`~mcp_server.core.records.make_storable`: text PostgreSQL cannot
+hold, values too long for their columns) before it is tried again, and one refused :data:`MAX_ATTEMPTS` times
+is dropped with an error in the log (a settled request then has
+no row, a pending row is settled -32000 by the upkeep once its lease runs out).
+
 ``LEDGER_FLUSH_INTERVAL = 0`` writes through: each open and settle waits for its own write, and a pending
-duplicate is refused before the request runs.
+duplicate is refused before the request runs. The wait lasts at most ``STORE_TIMEOUT``: a request whose
+open times out is answered with :class:`~mcp_server.core.stores.StoreUnavailable`, and the write, still on
+its way in the writer's thread, is followed up behind the request path when it lands (the row it left
+pending is settled then).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any
 
-from django.db import DataError, close_old_connections
+from django.db import close_old_connections
+from django.utils import timezone
 
 from ..core.records import DuplicateRequest, Ledger, LedgerRecord, make_storable
 from ..core.states import State
+from ..core.stores import StoreUnavailable, is_unavailable, store_timeout
 
-__all__ = ["REFUSED_VALUE", "LedgerWriter"]
+__all__ = ["MAX_ATTEMPTS", "LedgerWriter"]
 
 logger = logging.getLogger("mcp_server.ledger")
 
 Refused = Callable[[LedgerRecord], Awaitable[None]]
 
 MAX_BACKOFF = 5.0
+MIN_BACKOFF = 0.01
 
-REFUSED_VALUE = (DataError, ValueError, TypeError)
-"""Errors by which a store refuses a value rather than fails (``UnicodeEncodeError`` is a ``ValueError``):
-writing the same record again cannot succeed, so it must not hold back the others."""
+MAX_ATTEMPTS = 5
+"""Times the store may refuse a record (not fail to answer: refuse it) before the writer drops it."""
 
 
 class LedgerWriter:
     """Queues ledger writes and flushes them in batches (or writes through when ``interval`` is 0)."""
 
-    def __init__(self, ledger: Ledger, *, interval: float, on_refused: Refused | None = None) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        *,
+        interval: float,
+        on_refused: Refused | None = None,
+        timeout: float | None = None,
+    ) -> None:
         self.ledger = ledger
         self.interval = max(0.0, float(interval))
         self.on_refused = on_refused
+        self.timeout = timeout
+        """Longest wait of a write-through (default ``STORE_TIMEOUT``)."""
         self._inserts: dict[int, LedgerRecord] = {}
         self._updates: dict[int, LedgerRecord] = {}
-        self._writing: set[int] = set()
+        self._writing: dict[int, LedgerRecord] = {}
+        self._flushing: dict[int, LedgerRecord] = {}
+        self._in_doubt: dict[int, LedgerRecord] = {}
+        self._attempts: dict[int, int] = {}
         self._lock = asyncio.Lock()
         self._work = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-ledger-writer")
         self.failures = 0
         """Consecutive failed flushes (0 when the store answers)."""
+        self.dropped = 0
+        """Records dropped because the store refused them :data:`MAX_ATTEMPTS` times."""
 
     @property
     def write_through(self) -> bool:
@@ -68,8 +95,21 @@ class LedgerWriter:
         """Records waiting to be written."""
         return len(self._inserts) + len(self._updates)
 
+    def held(self) -> set[Any]:
+        """Pks of the stored records whose settlement this writer still has to write (queued, in flight, or
+        behind a write-through that outlived its wait): the upkeep renews their leases."""
+        records = [*self._updates.values(), *self._flushing.values(), *self._in_doubt.values()]
+        return {r.pk for r in records if r.pk is not None}
+
+    def oldest_unwritten(self) -> datetime | None:
+        """When the oldest request whose first write is not done yet arrived (``None``: none is left)."""
+        records = [*self._inserts.values(), *self._writing.values(), *self._in_doubt.values()]
+        times = [r.created for r in records if r.created is not None]
+        return min(times) if times else None
+
     async def opened(self, record: LedgerRecord) -> None:
-        """A request arrived. Write-through raises :class:`DuplicateRequest` for a pending duplicate."""
+        """A request arrived. Write-through raises :class:`DuplicateRequest` for a pending duplicate and
+        :class:`StoreUnavailable` when the store does not answer within ``timeout``."""
         if self.write_through:
             refused = await self._write_through([record], [])
             if refused:
@@ -81,11 +121,10 @@ class LedgerWriter:
     async def settled(self, record: LedgerRecord) -> None:
         """A request was settled (``record.state``, ``outcome`` and ``settled_at`` are set)."""
         key = id(record)
+        if key in self._in_doubt:
+            return  # its write outlived its wait: the settlement follows once that write lands
         if self.write_through:
-            if record.pk is None:
-                await self._write_through([record], [])
-            else:
-                await self._write_through([], [record])
+            await self._settle_through(record)
             return
         if key in self._inserts:
             return  # not written yet: it will be written once, final
@@ -98,41 +137,103 @@ class LedgerWriter:
     async def flush(self) -> None:
         """Write everything queued so far (the store's errors propagate; the records stay queued)."""
         async with self._lock:
-            inserts, updates = self._take()
+            inserts = list(self._inserts.values())
+            self._inserts.clear()
+            updates = [r for r in self._updates.values() if r.pk is not None]
+            self._updates = {k: r for k, r in self._updates.items() if r.pk is None}
             if not inserts and not updates:
                 return
+            self._writing = {id(r): r for r in inserts}
+            self._flushing = {id(r): r for r in updates}
             try:
                 await self._write_batch(inserts, updates)
-            except REFUSED_VALUE:
-                await self._write_each()
+            finally:
+                self._writing, self._flushing = {}, {}
         if self._inserts or self._updates:
             self._wake()
 
-    def _take(self) -> tuple[list[LedgerRecord], list[LedgerRecord]]:
-        """The queued inserts, and the queued updates whose rows are written (the others stay queued)."""
-        inserts = list(self._inserts.values())
-        self._inserts.clear()
-        updates = [r for r in self._updates.values() if r.pk is not None]
-        self._updates = {k: r for k, r in self._updates.items() if r.pk is None}
-        return inserts, updates
+    # -- batches ---------------------------------------------------------------------------------------------
 
     async def _write_batch(self, inserts: list[LedgerRecord], updates: list[LedgerRecord]) -> None:
-        """Write one batch; on an error its records are queued again and the error propagates."""
         snapshots = [dataclasses.replace(r) for r in inserts]
-        self._writing = {id(r) for r in inserts}
         try:
             refused = await self._write(snapshots, [dataclasses.replace(r) for r in updates])
+        except Exception as exc:
+            if is_unavailable(exc) or len(inserts) + len(updates) == 1:
+                self._requeue(inserts, updates, exc)
+                raise
+            logger.warning("the ledger refused a batch (%s); writing it record by record", exc)
+            await self._write_one_by_one(inserts, updates)
+            return
         except BaseException:
-            for record in inserts:
-                self._inserts.setdefault(id(record), record)
-            for record in updates:
-                self._updates.setdefault(id(record), record)
+            self._requeue(inserts, updates, None)
             raise
-        finally:
-            self._writing = set()
+        for record in updates if self._attempts else ():
+            self._attempts.pop(id(record), None)
+        await self._inserted(inserts, snapshots, refused)
+
+    async def _write_one_by_one(self, inserts: list[LedgerRecord], updates: list[LedgerRecord]) -> None:
+        """Write each record alone: the ones the store refuses are counted (and dropped at the last try)."""
+        pending = [(r, True) for r in inserts] + [(r, False) for r in updates]
+        for index, (record, is_insert) in enumerate(pending):
+            try:
+                if is_insert:
+                    snapshot = dataclasses.replace(record)
+                    refused = await self._write([snapshot], [])
+                    await self._inserted([record], [snapshot], refused)
+                else:
+                    await self._write([], [dataclasses.replace(record)])
+                self._attempts.pop(id(record), None)
+            except Exception as exc:
+                if not is_unavailable(exc):
+                    self._requeue([record] if is_insert else [], [] if is_insert else [record], exc)
+                    continue
+                rest = pending[index:]
+                self._requeue([r for r, i in rest if i], [r for r, i in rest if not i], exc)
+                raise
+
+    def _requeue(
+        self, inserts: list[LedgerRecord], updates: list[LedgerRecord], exc: Exception | None
+    ) -> None:
+        """Queue the records of a failed write again; one the store refused is counted, and dropped after
+        :data:`MAX_ATTEMPTS` refusals (a store that does not answer is waited for without counting)."""
+        counted = exc is not None and not is_unavailable(exc)
+        for records, queue in ((inserts, self._inserts), (updates, self._updates)):
+            for record in records:
+                if counted and self._refused_too_often(record, exc):
+                    continue
+                if counted:  # the next try writes what the store can hold (I10: NUL, lone surrogates, length)
+                    make_storable(record)
+                queue.setdefault(id(record), record)
+
+    def _refused_too_often(self, record: LedgerRecord, exc: Exception | None) -> bool:
+        attempts = self._attempts.get(id(record), 0) + 1
+        if attempts < MAX_ATTEMPTS:
+            self._attempts[id(record)] = attempts
+            return False
+        self._attempts.pop(id(record), None)
+        self._updates.pop(id(record), None)  # a settlement waiting for this row's insert goes with it
+        self.dropped += 1
+        logger.error(
+            "ledger record dropped after %d refusals: %s %s of session %s (%s), state %s: %s",
+            attempts,
+            record.method,
+            record.request_key[:100],
+            record.session_id,
+            record.pk,
+            record.state,
+            exc,
+        )
+        return True
+
+    async def _inserted(
+        self, inserts: list[LedgerRecord], snapshots: list[LedgerRecord], refused: list[LedgerRecord]
+    ) -> None:
         refused_ids = {id(s) for s in refused}
         for record, snapshot in zip(inserts, snapshots, strict=True):
             record.pk = snapshot.pk
+            self._writing.pop(id(record), None)  # written: a settlement from now on is an update, or final
+            self._attempts.pop(id(record), None)
             if id(snapshot) in refused_ids:
                 later = self._updates.pop(id(record), None)
                 if later is not None:  # settled while its pending row was being refused
@@ -140,60 +241,83 @@ class LedgerWriter:
                 if self.on_refused is not None and record.state == State.PENDING:
                     await self.on_refused(record)
 
-    async def _write_each(self) -> None:
-        """After the store refused a value: write what is queued one record at a time, so that a record it
-        refuses cannot hold back the others. A failure of the store itself propagates (what is not written
-        stays queued)."""
-        for record in [r for r in self._updates.values() if r.pk is not None]:
-            del self._updates[id(record)]
-            await self._write_alone([], [record])
-        for record in list(self._inserts.values()):
-            del self._inserts[id(record)]
-            await self._write_alone([record], [])
-
-    async def _write_alone(self, inserts: list[LedgerRecord], updates: list[LedgerRecord]) -> None:
-        """Write one record; one the store refuses is made storable and tried once more, then dropped."""
-        record = (inserts or updates)[0]
-        try:
-            await self._write_batch(inserts, updates)
-            return
-        except REFUSED_VALUE:
-            self._forget(record)
-        make_storable(record)
-        try:
-            await self._write_batch(inserts, updates)
-        except REFUSED_VALUE as exc:
-            self._forget(record)
-            _log_dropped(record, exc)
-
-    def _forget(self, record: LedgerRecord) -> None:
-        """Take a record a failed write queued again back off the queues."""
-        self._inserts.pop(id(record), None)
-        self._updates.pop(id(record), None)
-
-    async def _write_through(
-        self, inserts: list[LedgerRecord], updates: list[LedgerRecord]
-    ) -> list[LedgerRecord]:
-        """Write one record now (``LEDGER_FLUSH_INTERVAL`` 0); one the store refuses even once made storable
-        is dropped (logged), the request goes on."""
-        try:
-            return await self._write(inserts, updates)
-        except REFUSED_VALUE:
-            record = (inserts or updates)[0]
-            make_storable(record)
-        try:
-            return await self._write(inserts, updates)
-        except REFUSED_VALUE as exc:
-            _log_dropped(record, exc)
-            return []
-
     async def _write(self, inserts: list[LedgerRecord], updates: list[LedgerRecord]) -> list[LedgerRecord]:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self._write_sync, inserts, updates)
 
     def _write_sync(self, inserts: list[LedgerRecord], updates: list[LedgerRecord]) -> list[LedgerRecord]:
         close_old_connections()  # this thread's connection: drop it if it broke or outlived CONN_MAX_AGE
+        now = timezone.now()
+        for record in inserts:  # a row written late (a store that was down) starts with a full lease
+            if record.state == State.PENDING and record.created and record.lease_expires:
+                record.lease_expires = max(
+                    record.lease_expires, now + (record.lease_expires - record.created)
+                )
         return self.ledger.write_batch(inserts, updates)
+
+    # -- writing through ---------------------------------------------------------------------------------
+
+    async def _write_through(
+        self, inserts: list[LedgerRecord], updates: list[LedgerRecord], *, made_storable: bool = False
+    ) -> list[LedgerRecord]:
+        """One write, waited for at most ``timeout`` seconds; one that outlives it is followed up behind."""
+        limit = store_timeout() if self.timeout is None else self.timeout
+        future = asyncio.get_running_loop().run_in_executor(
+            self._executor, self._write_sync, inserts, updates
+        )
+        try:
+            async with asyncio.timeout(limit):
+                return await asyncio.shield(future)
+        except (TimeoutError, asyncio.CancelledError) as exc:
+            for record in [*inserts, *updates]:
+                self._in_doubt[id(record)] = record
+            future.add_done_callback(functools.partial(self._landed, inserts, updates))
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            raise StoreUnavailable("ledger", f"did not answer within {limit:g}s") from None
+        except Exception as exc:
+            if is_unavailable(exc):
+                raise StoreUnavailable("ledger", f"cannot be reached ({type(exc).__name__})") from exc
+            if made_storable:
+                raise
+            for record in [*inserts, *updates]:  # refused a value: once more, with what the store can hold
+                make_storable(record)
+            return await self._write_through(inserts, updates, made_storable=True)
+
+    async def _settle_through(self, record: LedgerRecord) -> None:
+        """Write a settlement through; one the store cannot take now is queued behind (never raises)."""
+        inserts, updates = ([record], []) if record.pk is None else ([], [record])
+        try:
+            await self._write_through(inserts, updates)
+        except StoreUnavailable as exc:
+            if id(record) not in self._in_doubt:  # not written: behind, with retries
+                self._queue_behind(inserts, updates)
+            logger.warning("settlement of %s recorded behind the request: %s", record.request_key[:100], exc)
+        except Exception:
+            logger.exception("could not record the settlement of %s", record.request_key[:100])
+            self._queue_behind(inserts, updates)
+
+    def _landed(
+        self, inserts: list[LedgerRecord], updates: list[LedgerRecord], future: asyncio.Future[Any]
+    ) -> None:
+        """A write-through that outlived its wait is done: write what happened since, behind."""
+        for record in [*inserts, *updates]:
+            self._in_doubt.pop(id(record), None)
+        if future.cancelled() or future.exception() is not None:
+            self._queue_behind([r for r in inserts if r.state != State.PENDING], updates)
+            return
+        refused = {id(r) for r in future.result()}
+        written = [r for r in inserts if id(r) not in refused and r.pk is not None]
+        self._queue_behind([], [r for r in written if r.state != State.PENDING])
+
+    def _queue_behind(self, inserts: Iterable[LedgerRecord], updates: Iterable[LedgerRecord]) -> None:
+        for record in inserts:
+            record.pk = None
+            self._inserts[id(record)] = record
+        for record in updates:
+            self._updates[id(record)] = record
+        if self._inserts or self._updates:
+            self._wake()
 
     # -- the background loop ------------------------------------------------------------------------------
 
@@ -213,7 +337,7 @@ class LedgerWriter:
                 raise
             except Exception:
                 self.failures += 1
-                delay = min(MAX_BACKOFF, self.interval * 2**self.failures)
+                delay = min(MAX_BACKOFF, max(self.interval, MIN_BACKOFF) * 2**self.failures)
                 logger.exception("ledger write failed (%d in a row); retrying in %.2fs", self.failures, delay)
                 self._work.set()
                 await asyncio.sleep(delay)
@@ -231,15 +355,3 @@ class LedgerWriter:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         self._executor.shutdown(wait=False)
-
-
-def _log_dropped(record: LedgerRecord, exc: BaseException) -> None:
-    logger.error(
-        "ledger record dropped: the store refuses it (%s: %s): session %s, request %r, %s, %s",
-        type(exc).__name__,
-        exc,
-        record.session_id,
-        record.request_key,
-        record.method,
-        record.state,
-    )

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from ..conf import mcp_settings
 from ..core.context import LOG_LEVELS, Context
+from ..core.stores import bounded
 from ..registry.access import ausable, usable_entries
 from ..registry.signature import call_handler
 from ..wire.errors import INVALID_PARAMS, METHOD_NOT_FOUND, JSONRPCError, ResourceNotFound
@@ -78,7 +79,8 @@ async def _subscribe(ctx: Context) -> dict[str, Any]:
     found = ctx.server.find_resource(ctx.params["uri"])
     if found is None or not await ausable(found[0], ctx):
         raise ResourceNotFound(ctx.params["uri"])
-    await asubscribe(ctx.session, ctx.params["uri"], subscribed=ctx.method == "resources/subscribe")
+    subscribed = ctx.method == "resources/subscribe"
+    await bounded(asubscribe(ctx.session, ctx.params["uri"], subscribed=subscribed), "session store")
     return {}
 
 
@@ -100,7 +102,7 @@ async def _set_level(ctx: Context) -> dict[str, Any]:
     level = ctx.params["level"]
     if level not in LOG_LEVELS:
         raise JSONRPCError(INVALID_PARAMS, f"Unknown log level: {level}")
-    await aset_log_level(ctx.session, level)
+    await bounded(aset_log_level(ctx.session, level), "session store")
     return {}
 
 

@@ -10,6 +10,7 @@ from channels.layers import get_channel_layer
 from django.core.cache import caches
 
 from ..conf import mcp_settings
+from ..core.stores import bounded
 from ..wire.errors import JSONRPCError
 from ..wire.jsonrpc import JSONRPCResponse, RequestId, WireError, parse_message
 from ..wire.messages import ClientAnswer, to_event
@@ -26,9 +27,8 @@ def _route_key(session_id: str | None, request_id: RequestId) -> str:
 async def aremember_route(session_id: str | None, request_id: RequestId, channel: str) -> None:
     """Remember which consumer waits for this answer, so that a POST to any worker can reach it."""
     if channel and session_id is not None:
-        await caches[mcp_settings.LEDGER_CACHE_ALIAS].aset(
-            _route_key(session_id, request_id), channel, ROUTE_TTL
-        )
+        cache = caches[mcp_settings.LEDGER_CACHE_ALIAS]
+        await bounded(cache.aset(_route_key(session_id, request_id), channel, ROUTE_TTL), "cache")
 
 
 async def aforward_answer(session_id: str | None, message: JSONRPCResponse | WireError) -> bool:
@@ -37,17 +37,18 @@ async def aforward_answer(session_id: str | None, message: JSONRPCResponse | Wir
         return False
     cache = caches[mcp_settings.LEDGER_CACHE_ALIAS]
     key = _route_key(session_id, message.id)
-    channel = await cache.aget(key)
+    channel = await bounded(cache.aget(key), "cache")
     layer = get_channel_layer(mcp_settings.CHANNEL_LAYER)
     if not channel or layer is None:
         return False
-    await cache.adelete(key)
+    await bounded(cache.adelete(key), "cache")
     payload: dict[str, Any] = {"jsonrpc": "2.0", "id": message.id}
     if isinstance(message, JSONRPCResponse):
         payload["result"] = message.result
     else:
         payload["error"] = message.error.model_dump(mode="json", exclude_none=True)
-    await layer.send(channel, to_event(ClientAnswer(session_id=session_id, message=payload)))
+    event = to_event(ClientAnswer(session_id=session_id, message=payload))
+    await bounded(layer.send(channel, event), "channel layer")
     return True
 
 

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from ..conf import mcp_settings
 from ..core.context import Context, SessionState
+from ..core.stores import StoreUnavailable, bounded
 from ..wire.errors import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, JSONRPCError
 from ..wire.jsonrpc import JSONRPCRequest, error_response, result_response
 from ..wire.versions import negotiate
@@ -60,7 +61,7 @@ async def answer_initialize(
     try:
         parse_client_request("initialize", version, params)
         if not stateless:
-            session = await acreate_session(
+            creating = acreate_session(
                 server=server.key,
                 protocol_version=version,
                 params=params,
@@ -68,6 +69,7 @@ async def answer_initialize(
                 transport=transport,
                 client_address=client_address,
             )
+            session = await bounded(creating, "database")
             runtime.sessions.remember(session)
         entry = await runtime.requests.open(
             session.id if session is not None else None,
@@ -82,6 +84,9 @@ async def answer_initialize(
     except ValidationError as exc:
         error = JSONRPCError(INVALID_PARAMS, f"Invalid params for initialize: {exc.errors()[0]['msg']}")
         response = error_response(message.id, error)
+    except StoreUnavailable as exc:  # I11: answered with the error, without a session to use
+        logger.warning("initialize failed: %s", exc.message)
+        response, session = error_response(message.id, exc), None
     except JSONRPCError as exc:  # e.g. client metadata over MAX_CLIENT_METADATA_BYTES
         response = error_response(message.id, exc)
     except Exception:

@@ -31,6 +31,7 @@ from ..core.records import (
     storable_outcome,
 )
 from ..core.states import State
+from ..core.stores import StoreUnavailable
 from ..wire.errors import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_ABORTED, JSONRPCError
 from ..wire.jsonrpc import MAX_METHOD_LENGTH, Reply, RequestId, encode_reply, error_response, id_problem
 
@@ -202,6 +203,11 @@ class RequestTable:
             await self.sink.opened(record)
         except DuplicateRequest:
             raise _duplicate(request_id) from None
+        except StoreUnavailable as exc:  # the caller answers this error; the write may still land: settle it
+            record.state, record.settled_at = ANSWERED, timezone.now()
+            record.outcome = outcome_of(error_response(request_id, exc))
+            await self.sink.settled(record)
+            raise
         if session_id is None:
             self._stateless.add(entry)
         else:

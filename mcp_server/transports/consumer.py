@@ -23,6 +23,7 @@ from django.core.handlers.asgi import ASGIRequest
 from ..auth import Unauthorized, authenticate_request
 from ..conf import mcp_settings
 from ..core.context import SessionState
+from ..core.stores import StoreUnavailable, bounded, is_unavailable
 from ..registry.server import MCPServer
 from ..runtime import Runtime, get_runtime
 from ..wire.errors import INTERNAL_ERROR, JSONRPCError
@@ -156,6 +157,9 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         except HTTPProblem as problem:
             await self._problem(problem)
         except Exception as exc:
+            if is_unavailable(exc):  # I11: a store that cannot answer is a 503, never a hang or a 500
+                await self._unavailable(exc)
+                return
             logger.exception("MCP endpoint failed")
             if not self.response_started:
                 error = JSONRPCError(INTERNAL_ERROR, f"Internal error: {type(exc).__name__}")
@@ -167,7 +171,9 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         """Who is calling (``self.user``, ``self.auth``); 401 with ``WWW-Authenticate`` when refused."""
         resource_path = self.scope.get("path", "/mcp").rstrip("/") or "/"
         try:
-            self.user, self.auth = await authenticate_request(request, resource_path=resource_path)
+            self.user, self.auth = await bounded(
+                authenticate_request(request, resource_path=resource_path), "database"
+            )
         except Unauthorized as exc:
             challenges = [(b"www-authenticate", c.encode("latin-1")) for c in exc.challenges]
             raise HTTPProblem(401, exc.message, headers=challenges) from exc
@@ -265,6 +271,20 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         extra += problem.headers
         error = JSONRPCError(problem.code, problem.message)
         await self._json(problem.status, error_response(problem.request_id, error), extra)
+
+    async def _unavailable(self, exc: Exception) -> None:
+        """503 with ``Retry-After`` (or the end of a response already started) for a store that failed."""
+        message = (
+            exc.message if isinstance(exc, StoreUnavailable) else f"Store unavailable: {type(exc).__name__}"
+        )
+        logger.warning("MCP endpoint answered 503: %s", message)
+        if self.response_started:
+            await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
+        retry = [(b"retry-after", b"1")]
+        await self._problem(
+            HTTPProblem(503, f"Service Unavailable: {message}", code=INTERNAL_ERROR, headers=retry)
+        )
 
     async def _finish_with(self, sending: Awaitable[None]) -> None:
         await sending

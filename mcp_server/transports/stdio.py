@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from ..conf import mcp_settings
 from ..core.context import SessionState
+from ..core.stores import bounded
 from ..models import Session
 from ..protocol.client_messages import handle_client_message
 from ..protocol.peer import RequestPeer
@@ -339,7 +340,7 @@ class StdioLoop:
         if self.state is not None and self.state.id is not None and now - self._touched > LAST_SEEN_EVERY:
             self._touched = now
             try:
-                await Session.objects.filter(pk=self.state.id).aupdate(last_seen=now)
+                await bounded(Session.objects.filter(pk=self.state.id).aupdate(last_seen=now), "database")
             except Exception:
                 logger.exception("could not update last_seen")
 
