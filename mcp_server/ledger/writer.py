@@ -13,8 +13,8 @@ Faults (I11): a store that cannot answer (unreachable, broken connection, timeou
 is retried with backoff, for as long as it takes: the record converges once the store answers again. A batch
 the store refuses (a value it cannot hold) is written again record by record, so that the others go through;
 a refused record is made storable (:func:`~mcp_server.core.records.make_storable`: text PostgreSQL cannot
-hold, values too long for their columns) before it is tried again, and one refused :data:`MAX_ATTEMPTS` times
-is dropped with an error in the log (a settled request then has
+hold, values too long for their columns) and tried again at once; one still refused :data:`MAX_ATTEMPTS`
+times is dropped with an error in the log (a settled request then has
 no row, a pending row is settled -32000 by the upkeep once its lease runs out).
 
 ``LEDGER_FLUSH_INTERVAL = 0`` writes through: each open and settle waits for its own write, and a pending
@@ -159,9 +159,13 @@ class LedgerWriter:
         try:
             refused = await self._write(snapshots, [dataclasses.replace(r) for r in updates])
         except Exception as exc:
-            if is_unavailable(exc) or len(inserts) + len(updates) == 1:
+            if is_unavailable(exc):
                 self._requeue(inserts, updates, exc)
                 raise
+            if len(inserts) + len(updates) == 1:  # refused alone: counted, tried again later or dropped
+                make_storable((inserts or updates)[0])
+                self._requeue(inserts, updates, exc)
+                return
             logger.warning("the ledger refused a batch (%s); writing it record by record", exc)
             await self._write_one_by_one(inserts, updates)
             return
@@ -177,12 +181,13 @@ class LedgerWriter:
         pending = [(r, True) for r in inserts] + [(r, False) for r in updates]
         for index, (record, is_insert) in enumerate(pending):
             try:
-                if is_insert:
-                    snapshot = dataclasses.replace(record)
-                    refused = await self._write([snapshot], [])
-                    await self._inserted([record], [snapshot], refused)
-                else:
-                    await self._write([], [dataclasses.replace(record)])
+                try:
+                    await self._write_alone(record, is_insert)
+                except Exception as exc:
+                    if is_unavailable(exc):
+                        raise
+                    make_storable(record)  # refused a value: at once again, with what the store can hold
+                    await self._write_alone(record, is_insert)
                 self._attempts.pop(id(record), None)
             except Exception as exc:
                 if not is_unavailable(exc):
@@ -191,6 +196,14 @@ class LedgerWriter:
                 rest = pending[index:]
                 self._requeue([r for r, i in rest if i], [r for r, i in rest if not i], exc)
                 raise
+
+    async def _write_alone(self, record: LedgerRecord, is_insert: bool) -> None:
+        if is_insert:
+            snapshot = dataclasses.replace(record)
+            refused = await self._write([snapshot], [])
+            await self._inserted([record], [snapshot], refused)
+        else:
+            await self._write([], [dataclasses.replace(record)])
 
     def _requeue(
         self, inserts: list[LedgerRecord], updates: list[LedgerRecord], exc: Exception | None
@@ -202,8 +215,6 @@ class LedgerWriter:
             for record in records:
                 if counted and self._refused_too_often(record, exc):
                     continue
-                if counted:  # the next try writes what the store can hold (I10: NUL, lone surrogates, length)
-                    make_storable(record)
                 queue.setdefault(id(record), record)
 
     def _refused_too_often(self, record: LedgerRecord, exc: Exception | None) -> bool:

@@ -105,7 +105,8 @@ async def test_a_record_the_store_refuses_for_good_does_not_block_the_others(ref
             await writer.flush()
 
         await dropped(1)
-        assert refusing.refusals == MAX_ATTEMPTS + 1  # the batch once, then the record alone, dropped
+        # The batch once, the record alone and again made storable, then alone until dropped.
+        assert refusing.refusals == MAX_ATTEMPTS + 2
         assert sorted(await pending_pks(refusing)) == sorted([good[0].pk, good[2].pk])
         assert await stored_state(refusing, good[1]) == "answered"
         assert poison.pk is None  # never written
