@@ -53,6 +53,9 @@ logger = logging.getLogger("mcp_server.runtime")
 
 LAYER = "channel layer"
 
+TASKS_GRACE = 2.0
+"""Seconds :meth:`Runtime.aclose` waits for its cancelled background tasks."""
+
 
 def new_worker_id() -> str:
     """A process's identity in the ledger (its leases carry it): host, pid and a random suffix."""
@@ -142,11 +145,14 @@ class Runtime:
         await self.writer.aclose()
         for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._tasks:  # a store client that holds on to a cancelled wait must not hold the exit for ever
+            _done, stuck = await asyncio.wait(self._tasks, timeout=TASKS_GRACE)
+            for task in stuck:
+                logger.warning("%s did not stop within %gs; left behind", task.get_name(), TASKS_GRACE)
         self._tasks.clear()
         if self.layer is not None and self.channel:
             try:
-                await self.layer.group_discard(WORKERS_GROUP, self.channel)
+                await bounded(self.layer.group_discard(WORKERS_GROUP, self.channel), LAYER)
             except Exception:
                 logger.debug("could not leave the workers group", exc_info=True)
         self._started = None

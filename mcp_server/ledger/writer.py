@@ -85,6 +85,7 @@ class LedgerWriter:
         """Consecutive failed flushes (0 when the store answers)."""
         self.dropped = 0
         """Records dropped because the store refused them :data:`MAX_ATTEMPTS` times."""
+        self._closed = False
 
     @property
     def write_through(self) -> bool:
@@ -333,6 +334,8 @@ class LedgerWriter:
     # -- the background loop ------------------------------------------------------------------------------
 
     def _wake(self) -> None:
+        if self._closed:  # a write-through landing after the close: nothing is written any more
+            return
         self._work.set()
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run(), name="mcp ledger writer")
@@ -362,6 +365,7 @@ class LedgerWriter:
                 await self.flush()
         except Exception:
             logger.exception("ledger records lost at shutdown: %d", len(self))
+        self._closed = True
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
