@@ -105,7 +105,11 @@ class Client(Connection):
             head += [f"Mcp-Session-Id: {session}", f"MCP-Protocol-Version: {version}"]
         self.writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
         async with asyncio.timeout(EXCHANGE_TIMEOUT):
-            return await self._response()
+            status, headers, answer = await self._response()
+        if headers.get("connection", "").lower() == "close":  # e.g. a 413: the server closes; so do we
+            self.writer.close()
+            await self.connect()
+        return status, headers, answer
 
     async def initialize(self, version: str) -> str:
         params = {
