@@ -16,12 +16,13 @@ from ..core.context import SessionState
 from ..protocol.client_messages import handle_client_message
 from ..protocol.peer import RequestPeer
 from ..protocol.serving import answer_initialize, start_request
-from ..protocol.settlement import PendingRequest
+from ..protocol.settlement import CANCELLED, PendingRequest
 from ..registry.server import MCPServer
 from ..runtime import Runtime
 from ..sessions import acount_open_sessions
 from ..wire.errors import INVALID_REQUEST, JSONRPCError
 from ..wire.jsonrpc import IncomingMessage, JSONRPCRequest, encode_message, encode_reply, error_response
+from ..wire.modern import http_status
 from . import sse
 from .rules import HTTPProblem
 
@@ -88,6 +89,7 @@ class PostExchange:
         user: Any = None,
         headers: list[tuple[bytes, bytes]] | None = None,
         stateless: bool = False,
+        modern: bool = False,
     ) -> None:
         self.runtime = runtime
         self.server = server
@@ -99,6 +101,11 @@ class PostExchange:
         self.user = user
         self.headers = list(headers or [])
         self.stateless = stateless
+        self.modern = modern
+        """A 2026-07-28 request: an error answered as JSON carries its HTTP status; closing the response
+        cancels it (:meth:`cancel_open`)."""
+        self.status = 200
+        self.entries: list[PendingRequest] = []
         self.queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
         """``("reply", bytes)`` a response, ``("message", bytes)`` a notification or a server-to-client
         request (in ``auto`` mode the first one turns the response into a stream), ``("settled", b"")``."""
@@ -124,7 +131,7 @@ class PostExchange:
             await self._initialize(message)
             return 0
         try:
-            await start_request(
+            entry = await start_request(
                 self.runtime,
                 message,
                 server=self.server,
@@ -137,7 +144,15 @@ class PostExchange:
         except JSONRPCError as exc:
             self._reply(error_response(message.id, exc))
             return 0
+        if self.modern:
+            self.entries.append(entry)
         return 1
+
+    async def cancel_open(self) -> None:
+        """The client closed the response of a 2026 request: that is its cancellation. Each request still
+        open is settled cancelled (its task stopped, nothing more sent)."""
+        for entry in self.entries:
+            await self.runtime.requests.settle(entry, CANCELLED, None)
 
     async def _initialize(self, message: JSONRPCRequest) -> None:
         """Open a session: its answer carries the new ``Mcp-Session-Id``, framed like every other answer.
@@ -161,6 +176,7 @@ class PostExchange:
 
     def _reply(self, response: dict[str, Any]) -> None:
         """A response that was not settled through the request table (a refusal, ``initialize``)."""
+        self._note_status(response)
         self.queue.put_nowait(("reply", encode_reply(response).data))
 
     def _client_address(self) -> str:
@@ -170,8 +186,13 @@ class PostExchange:
 
     async def _deliver(self, entry: PendingRequest, response: dict[str, Any] | None) -> None:
         if entry.reply is not None:  # encoded once, by the settlement
+            self._note_status(entry.reply.message)
             self.queue.put_nowait(("reply", entry.reply.data))
         self.queue.put_nowait(("settled", b""))
+
+    def _note_status(self, response: dict[str, Any]) -> None:
+        if self.modern and "error" in response:
+            self.status = http_status(int(response["error"].get("code", 0)))
 
     # -- framing ---------------------------------------------------------------------------------
 
@@ -201,7 +222,7 @@ class PostExchange:
         else:
             body = b"[" + b",".join(held) + b"]" if self.is_batch else held[0]
             await self.send(
-                {"type": "http.response.start", "status": 200, "headers": JSON_HEADERS + self.headers}
+                {"type": "http.response.start", "status": self.status, "headers": JSON_HEADERS + self.headers}
             )
             await self.send({"type": "http.response.body", "body": body, "more_body": False})
 
