@@ -49,6 +49,8 @@ class _ExchangePeer(RequestPeer):
         return True
 
     async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        if self.exchange.modern:  # 2026-07-28: no server-to-client request on any stream
+            raise JSONRPCError(INVALID_REQUEST, f"{method} cannot be sent to a 2026-07-28 client")
         if self.exchange.mode == "json":
             raise JSONRPCError(
                 INVALID_REQUEST, f"{method} needs a streamed response; RESPONSE_MODE is 'json'"
