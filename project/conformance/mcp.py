@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from mcp_server import Audio, Context, Image, MCPServer, McpHeader, MissingClientCapability, ToolError
+from mcp_server import Audio, Context, Image, McpHeader, MCPServer, MissingClientCapability, ToolError
 from mcp_server.updates import anotify_list_changed, anotify_resource_updated
 from project.mcp_servers import conformance
 
@@ -296,7 +296,7 @@ async def test_trigger_prompt_change(ctx: Context) -> str:
 
 
 @conformance.tool(structured_output=False)
-async def test_x_mcp_header(region: Annotated[str, McpHeader("Region")] = "<none>") -> str:
+async def test_x_mcp_header(region: Annotated[str, McpHeader("Region")] = "<none>") -> str:  # noqa: PT028
     """Its region argument travels in the Mcp-Param-Region header too (http-custom-header-server-validation)."""
     return f"region={region}"
 

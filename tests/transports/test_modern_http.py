@@ -64,7 +64,8 @@ async def test_discover_is_served_without_a_session(server: LiveServer) -> None:
     assert result["resultType"] == "complete"
     assert result["supportedVersions"] == [MODERN]
     assert "tools" in result["capabilities"]
-    assert result["ttlMs"] == 0 and result["cacheScope"] == "public"
+    assert result["ttlMs"] == 0
+    assert result["cacheScope"] == "public"
     assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"]
 
 
@@ -74,16 +75,19 @@ async def test_discover_is_served_without_a_session(server: LiveServer) -> None:
 async def test_lists_carry_result_type_and_cache_hints(server: LiveServer, method: str) -> None:
     result = final_response(await post(server, body(method), headers(method)), 7)["result"]
     assert result["resultType"] == "complete"
-    assert result["ttlMs"] == 0 and result["cacheScope"] == "private"
+    assert result["ttlMs"] == 0
+    assert result["cacheScope"] == "private"
 
 
 async def test_tool_call_and_resource_read(server: LiveServer) -> None:
     call = body("tools/call", {"name": "echo", "arguments": {"text": "hi"}})
     result = final_response(await post(server, call, headers("tools/call", "echo")), 7)["result"]
-    assert result["resultType"] == "complete" and result["content"][0]["text"] == "hi"
+    assert result["resultType"] == "complete"
+    assert result["content"][0]["text"] == "hi"
     read = body("resources/read", {"uri": "test://static-text"})
     result = final_response(await post(server, read, headers("resources/read", "test://static-text")), 7)
-    assert result["result"]["contents"][0]["text"] and result["result"]["cacheScope"] == "private"
+    assert result["result"]["contents"][0]["text"]
+    assert result["result"]["cacheScope"] == "private"
 
 
 async def test_missing_resource_is_invalid_params_with_the_uri(server: LiveServer) -> None:
@@ -186,10 +190,12 @@ async def test_param_header_rules(server: LiveServer) -> None:
 async def test_unparseable_and_notifications(server: LiveServer) -> None:
     async with httpx.AsyncClient(timeout=10) as client:
         response = await client.post(server.url, content=b"{nope", headers=headers("tools/list"))
-        assert response.status_code == 400 and response.json()["error"]["code"] == -32700
+        assert response.status_code == 400
+        assert response.json()["error"]["code"] == -32700
         note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
         response = await client.post(server.url, json=note, headers=headers("notifications/cancelled"))
-        assert response.status_code == 202 and not response.content
+        assert response.status_code == 202
+        assert not response.content
 
 
 @pytest.mark.parametrize("verb", ["GET", "DELETE"])
