@@ -297,7 +297,7 @@ async def test_trigger_prompt_change(ctx: Context) -> str:
 
 @conformance.tool(structured_output=False)
 async def test_x_mcp_header(region: Annotated[str, McpHeader("Region")] = "<none>") -> str:  # noqa: PT028
-    """Its region argument travels in the Mcp-Param-Region header too (http-custom-header-server-validation)."""
+    """Its region argument is mirrored in Mcp-Param-Region (http-custom-header-server-validation)."""
     return f"region={region}"
 
 
