@@ -200,7 +200,7 @@ class PostExchange:
 
     async def _drain(self, open_count: int) -> None:
         held: list[bytes] = []
-        if self.mode == "sse":
+        if self.mode == "sse" and not self.modern:  # a 2026 error alone is answered with its HTTP status
             await self._start_stream()
         while open_count > 0 or not self.queue.empty():
             kind, data = await self.queue.get()
@@ -211,7 +211,7 @@ class PostExchange:
                 await self._event(data)
             elif kind == "reply":
                 held.append(data)
-            elif self.mode == "auto":
+            elif self.mode in ("auto", "sse"):  # (sse: only a 2026 request gets here unstreamed)
                 await self._start_stream()
                 for earlier in held:
                     await self._event(earlier)
@@ -221,6 +221,10 @@ class PostExchange:
             await self.send({"type": "http.response.body", "body": b"", "more_body": False})
         elif not held:
             await self._respond_accepted()
+        elif self.mode == "sse" and self.status == 200:  # a 2026 result, streamed as this mode says
+            await self._start_stream()
+            await self._event(held[0])
+            await self.send({"type": "http.response.body", "body": b"", "more_body": False})
         else:
             body = b"[" + b",".join(held) + b"]" if self.is_batch else held[0]
             await self.send(

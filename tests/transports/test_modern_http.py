@@ -23,7 +23,7 @@ META = {
 }
 
 
-@pytest.fixture(scope="module", params=["auto", "json"])
+@pytest.fixture(scope="module", params=["auto", "sse", "json"])
 def server(request: pytest.FixtureRequest, start: Callable[..., LiveServer]) -> LiveServer:
     return start({"RESPONSE_MODE": request.param})
 
