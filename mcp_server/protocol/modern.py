@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcp_types.methods import serialize_server_result
 
-from ..conf import mcp_settings
+from ..conf import DEFAULTS, mcp_settings
 from ..core.context import LOG_LEVELS, Context, SessionState
 from ..wire.errors import INVALID_PARAMS, JSONRPCError
 from ..wire.modern import (
@@ -97,7 +97,7 @@ def discover_result(server: MCPServer) -> dict[str, Any]:
 
 
 def _hints(ctx: Context) -> dict[str, Any]:
-    configured = mcp_settings.CACHE_HINTS.get(ctx.method) or {}
+    configured = mcp_settings.CACHE_HINTS.get(ctx.method) or DEFAULTS["CACHE_HINTS"].get(ctx.method) or {}
     ttl, scope = configured.get("ttl_ms", 0), configured.get("cache_scope", "private")
     if ctx.method == "resources/read":
         found = ctx.server.find_resource(str(ctx.params.get("uri")))
