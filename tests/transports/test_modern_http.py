@@ -3,15 +3,18 @@ results' ``resultType`` and caching hints, and that no session is opened (raw HT
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.admin_helpers import query
 from tests.live import LiveServer
-from tests.raw import ACCEPT_BOTH, final_response, messages_of, rpc
+from tests.raw import ACCEPT_BOTH, final_response, messages_of, mode_of, rpc, wait_for
 
 pytestmark = pytest.mark.asyncio
 
@@ -214,3 +217,49 @@ async def test_handshake_era_is_unchanged(server: LiveServer) -> None:
     response = await post(server, init, {"Accept": ACCEPT_BOTH, "Content-Type": "application/json"})
     assert final_response(response)["result"]["protocolVersion"] == "2025-11-25"
     assert response.headers["mcp-session-id"]
+
+
+async def test_log_level_and_progress_travel_on_the_request_stream(server: LiveServer) -> None:
+    def call(tool: str, **meta: Any) -> dict[str, Any]:
+        payload = body("tools/call", {"name": tool})
+        payload["params"]["_meta"] = {**META, **meta}
+        return payload
+
+    quiet = messages_of(
+        await post(server, call("test_logging_tool"), headers("tools/call", "test_logging_tool"))
+    )
+    assert [m for m in quiet if m.get("method") == "notifications/message"] == []
+    logged = call("test_logging_tool", **{"io.modelcontextprotocol/logLevel": "info"})
+    response = await post(server, logged, headers("tools/call", "test_logging_tool"))
+    progressed = call("test_tool_with_progress", progressToken="p-1")
+    with_progress = await post(server, progressed, headers("tools/call", "test_tool_with_progress"))
+    if mode_of(server) == "json":  # one JSON body: nothing but the answer
+        assert len(messages_of(response)) == 1
+        return
+    notes = [m for m in messages_of(response) if m.get("method") == "notifications/message"]
+    assert [n["params"]["data"] for n in notes] == ["Logging tool ran"]
+    assert messages_of(response)[-1]["result"]["resultType"] == "complete"
+    steps = [m["params"] for m in messages_of(with_progress) if m.get("method") == "notifications/progress"]
+    assert [(s["progressToken"], s["progress"]) for s in steps] == [("p-1", 0), ("p-1", 50), ("p-1", 100)]
+    assert "id:" not in with_progress.text  # no SSE event ids at 2026: nothing to resume
+
+
+async def test_closing_the_response_cancels_the_request(server: LiveServer) -> None:
+    call = body("tools/call", {"name": "slow", "arguments": {"seconds": 30}}, "cancel-me")
+
+    async def state() -> list[str]:
+        rows = query(server, "SELECT state FROM mcp_server_ledgerentry WHERE request_key = 's:cancel-me'")
+        return [row["state"] for row in rows]
+
+    async def pending() -> bool:
+        return await state() == ["pending"]
+
+    async def cancelled() -> bool:
+        return await state() == ["cancelled"]
+
+    posting = asyncio.ensure_future(post(server, call, headers("tools/call", "slow")))
+    await wait_for(pending)
+    posting.cancel()  # the client goes away: at 2026 that is the cancellation
+    with contextlib.suppress(asyncio.CancelledError):
+        await posting
+    await wait_for(cancelled)
