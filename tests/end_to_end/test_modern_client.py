@@ -40,9 +40,10 @@ async def test_the_official_client_speaks_2026_without_initialize(server: LiveSe
         return wanted <= {row["method"] for row in rows}
 
     await wait_for(recorded)
-    rows = query(server, "SELECT method, session_id, outcome FROM mcp_server_ledgerentry")
+    rows = query(server, "SELECT method, session_id, outcome, protocol_version FROM mcp_server_ledgerentry")
     assert "initialize" not in {row["method"] for row in rows}  # no failed probe, no fallback
     modern = [row for row in rows if row["method"] in wanted]
     assert all(row["session_id"] is None for row in modern)
+    assert {row["protocol_version"] for row in modern} == {"2026-07-28"}  # what the admin shows
     assert all("error" not in json.loads(row["outcome"]) for row in modern)
     assert query(server, "SELECT id FROM mcp_server_session") == []
