@@ -8,6 +8,7 @@ The transports decide the era and hand the request here; what is left is shared 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -16,11 +17,13 @@ from mcp_types.methods import serialize_server_result
 from ..conf import DEFAULTS, mcp_settings
 from ..core.context import LOG_LEVELS, Context, SessionState
 from ..wire.errors import INVALID_PARAMS, JSONRPCError
+from ..wire.jsonrpc import JSONRPCRequest, error_response
 from ..wire.modern import (
     CLIENT_CAPABILITIES_KEY,
     CLIENT_INFO_KEY,
     LOG_LEVEL_KEY,
     MODERN_VERSIONS,
+    PROTOCOL_VERSION_KEY,
     SERVER_INFO_KEY,
     check_envelope,
     check_method,
@@ -29,11 +32,22 @@ from ..wire.modern import (
     check_version,
 )
 from .lifecycle import server_capabilities, server_info
+from .settlement import ANSWERED, PendingRequest
 
 if TYPE_CHECKING:
     from ..registry.server import MCPServer
+    from ..runtime import Runtime
 
-__all__ = ["CACHEABLE", "discover_result", "finish_result", "is_modern", "modern_request_session"]
+__all__ = [
+    "CACHEABLE",
+    "discover_result",
+    "finish_result",
+    "is_modern",
+    "modern_request_session",
+    "record_refusal",
+]
+
+logger = logging.getLogger("mcp_server.requests")
 
 CACHEABLE = frozenset(
     {
@@ -128,3 +142,31 @@ def finish_result(ctx: Context, result: dict[str, Any]) -> dict[str, Any]:
         return serialize_server_result(ctx.method, ctx.session.protocol_version, out)
     except KeyError:  # a method the server registers itself
         return out
+
+
+async def _not_sent(entry: PendingRequest, response: dict[str, Any] | None) -> None:
+    """A refusal is answered by the transport; the ledger only records it."""
+
+
+async def record_refusal(
+    runtime: Runtime, message: JSONRPCRequest, error: JSONRPCError, *, user: Any
+) -> None:
+    """Record a 2026 request the ladder refused, settled with its error (as a handshake-era request the
+    dispatch refuses is). A ledger that cannot take it is logged: the refusal is answered all the same."""
+    params = message.params if isinstance(message.params, dict) else {}
+    meta = params.get("_meta")
+    version = meta.get(PROTOCOL_VERSION_KEY) if isinstance(meta, dict) else None
+    try:
+        entry = await runtime.requests.open(
+            None,
+            message.id,
+            message.method,
+            _not_sent,
+            name=str(params.get("name") or params.get("uri") or ""),  # as guarantee.name_of (no cycle)
+            user_id=getattr(user, "pk", None),
+            lease=float(mcp_settings.LEASE_TIMEOUT),
+            protocol_version=version if isinstance(version, str) else "",
+        )
+        await runtime.requests.settle(entry, ANSWERED, error_response(message.id, error))
+    except Exception:
+        logger.exception("could not record the refusal of %r (%s)", message.id, message.method)

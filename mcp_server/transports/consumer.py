@@ -237,7 +237,8 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
 
     async def _modern_post(self, headers: Headers, body: bytes, request: ASGIRequest) -> None:
         """A 2026-07-28 POST: one request, served statelessly under the reply guarantee."""
-        message, session = ModernPost(self.server, self.scope.get("headers", [])).read(headers, body)
+        reading = ModernPost(self.server, self.scope.get("headers", []))
+        message, session = await reading.read(headers, body, self.runtime, self.user)
         if message is None:
             await self.send({"type": "http.response.start", "status": 202, "headers": []})
             await self.send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..protocol.modern import modern_request_session
+from ..protocol.modern import modern_request_session, record_refusal
 from ..registry.server import MCPServer
+from ..runtime import Runtime
 from ..wire.errors import JSONRPCError
 from ..wire.jsonrpc import JSONRPCRequest, decode_body, echoable_id, parse_message
 from ..wire.modern import PROTOCOL_VERSION_KEY, has_envelope, http_status, is_modern_header
@@ -56,7 +57,9 @@ class ModernPost:
         self.server = server
         self.raw_headers = list(raw_headers)
 
-    def read(self, headers: Headers, body: bytes) -> tuple[JSONRPCRequest | None, Any]:
+    async def read(
+        self, headers: Headers, body: bytes, runtime: Runtime, user: Any
+    ) -> tuple[JSONRPCRequest | None, Any]:
         """``(request, session)`` for a request, ``(None, None)`` for a notification (202).
 
         Raises ``HTTPProblem`` (4xx, with the id when it could be read) for anything the ladder refuses."""
@@ -86,6 +89,7 @@ class ModernPost:
                 self.server, message.method, message.params or {}, header_lists(self.raw_headers)
             )
         except JSONRPCError as exc:
+            await record_refusal(runtime, message, exc, user=user)
             raise HTTPProblem(
                 http_status(exc.code), exc.message, code=exc.code, request_id=message.id, data=exc.data
             ) from exc

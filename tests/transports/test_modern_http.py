@@ -263,3 +263,28 @@ async def test_closing_the_response_cancels_the_request(server: LiveServer) -> N
     with contextlib.suppress(asyncio.CancelledError):
         await posting
     await wait_for(cancelled)
+
+
+async def test_every_refused_request_is_recorded_once(server: LiveServer) -> None:
+    error(
+        await post(server, body("ping", request_id="refused-ping"), headers("ping")),
+        404,
+        -32601,
+        "refused-ping",
+    )
+
+    async def recorded() -> bool:
+        rows = query(
+            server,
+            "SELECT state, outcome, protocol_version FROM mcp_server_ledgerentry "
+            "WHERE request_key = 's:refused-ping'",
+        )
+        return len(rows) == 1 and rows[0]["state"] == "answered"
+
+    await wait_for(recorded)
+    [row] = query(
+        server,
+        "SELECT outcome, protocol_version FROM mcp_server_ledgerentry WHERE request_key = 's:refused-ping'",
+    )
+    assert '"code": -32601' in row["outcome"] or '"code":-32601' in row["outcome"]
+    assert row["protocol_version"] == MODERN
