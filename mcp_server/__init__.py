@@ -19,6 +19,8 @@ __all__ = [
     "Image",
     "JSONRPCError",
     "MCPServer",
+    "McpHeader",
+    "MissingClientCapability",
     "ResourceNotFound",
     "ToolError",
     "anotify_resource_updated",
@@ -32,8 +34,10 @@ if TYPE_CHECKING:
     from .models_as_tools import expose_model
     from .registry.results import Audio, Image
     from .registry.server import MCPServer, mcp
+    from .registry.signature import McpHeader
     from .updates import anotify_resource_updated, notify_resource_updated
     from .wire.errors import JSONRPCError, ResourceNotFound, ToolError
+    from .wire.modern import MissingClientCapability
 
 _LAZY = {
     "Context": "mcp_server.core.context",
@@ -43,6 +47,8 @@ _LAZY = {
     "Audio": "mcp_server.registry.results",
     "Image": "mcp_server.registry.results",
     "MCPServer": "mcp_server.registry.server",
+    "McpHeader": "mcp_server.registry.signature",
+    "MissingClientCapability": "mcp_server.wire.modern",
     "mcp": "mcp_server.registry.server",
     "anotify_resource_updated": "mcp_server.updates",
     "expose_model": "mcp_server.models_as_tools",

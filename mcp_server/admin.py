@@ -189,6 +189,7 @@ class LedgerEntryAdmin(LedgerEntryModelAdmin):
         "took",
         "method",
         "name",
+        "protocol_version",
         "session_link",
         "user",
         "worker",

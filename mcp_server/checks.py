@@ -274,3 +274,38 @@ def check_redis_cache_timeouts(app_configs: Any = None, **kwargs: Any) -> list[C
             id="mcp_server.W008",
         )
     ]
+
+
+CACHEABLE_METHODS = (
+    "server/discover",
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+)
+
+
+def _cache_hint_problem(method: Any, hint: Any) -> str | None:
+    if method not in CACHEABLE_METHODS:
+        return f"{method!r} is not a method with caching hints ({', '.join(CACHEABLE_METHODS)})"
+    if not isinstance(hint, dict) or set(hint) - {"ttl_ms", "cache_scope"}:
+        return f"{method!r} must map to a dict with 'ttl_ms' and/or 'cache_scope'"
+    ttl = hint.get("ttl_ms", 0)
+    if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 0:
+        return f"{method!r}: ttl_ms must be an integer >= 0 (milliseconds)"
+    if hint.get("cache_scope", "private") not in ("public", "private"):
+        return f"{method!r}: cache_scope must be 'public' or 'private'"
+    return None
+
+
+@register(Tags.compatibility)
+def check_cache_hints(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E015: ``CACHE_HINTS`` (2026-07-28 ``ttlMs``/``cacheScope`` per method) is malformed."""
+    if not isinstance(getattr(settings, "MCP_SERVER", {}), dict):
+        return []  # E000 says so
+    hints = MCPSettings.from_django().CACHE_HINTS
+    if not isinstance(hints, dict):
+        return [Error("MCP_SERVER['CACHE_HINTS'] must be a dict of method -> hint.", id="mcp_server.E015")]
+    problems = [p for m, h in hints.items() if (p := _cache_hint_problem(m, h)) is not None]
+    return [Error(f"MCP_SERVER['CACHE_HINTS']: {p}.", id="mcp_server.E015") for p in problems]

@@ -45,6 +45,14 @@ DEFAULTS: dict[str, Any] = {
     "MAX_SESSIONS_PER_CLIENT": None,
     "ERROR_DETAIL": False,
     "STORE_TIMEOUT": 5.0,
+    "CACHE_HINTS": {
+        "server/discover": {"ttl_ms": 0, "cache_scope": "public"},
+        "tools/list": {"ttl_ms": 0, "cache_scope": "private"},
+        "prompts/list": {"ttl_ms": 0, "cache_scope": "private"},
+        "resources/list": {"ttl_ms": 0, "cache_scope": "private"},
+        "resources/templates/list": {"ttl_ms": 0, "cache_scope": "private"},
+        "resources/read": {"ttl_ms": 0, "cache_scope": "private"},
+    },
 }
 """Every key ``MCP_SERVER`` understands, with its default. The README's settings table mirrors this."""
 
@@ -85,6 +93,7 @@ class MCPSettings:
     MAX_SESSIONS_PER_CLIENT: int | None
     ERROR_DETAIL: bool
     STORE_TIMEOUT: float
+    CACHE_HINTS: dict[str, dict[str, Any]]
     unknown_keys: tuple[str, ...] = field(default=())
 
     @classmethod

@@ -103,6 +103,13 @@ class LedgerEntry(models.Model):
     state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
     settled_at = models.DateTimeField(null=True, blank=True, db_index=True)
     outcome = models.JSONField(null=True, blank=True)
+    protocol_version = models.CharField(
+        _("protocol revision"),
+        max_length=20,
+        blank=True,
+        default="",
+        help_text="The MCP revision the request was served at (2026-07-28 requests have no session).",
+    )
 
     class Meta:
         verbose_name = _("MCP request")

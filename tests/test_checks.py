@@ -509,3 +509,26 @@ def test_manage_py_check_fails_on_a_warning_only_at_warning_level() -> None:
         with pytest.raises(SystemCheckError) as raised:
             call_command("check", "--fail-level", "WARNING", stdout=StringIO(), stderr=StringIO())
     assert "mcp_server.W001" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "hints",
+    [
+        [],
+        {"tools/call": {"ttl_ms": 0}},
+        {"tools/list": {"ttl_ms": -1}},
+        {"tools/list": {"ttl_ms": 1.5}},
+        {"tools/list": {"ttl_ms": True}},
+        {"tools/list": {"cache_scope": "shared"}},
+        {"tools/list": {"ttl": 5}},
+    ],
+)
+def test_e015_malformed_cache_hints(hints: Any) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(CACHE_HINTS=hints)) == ["mcp_server.E015"]
+
+
+def test_e015_partial_cache_hints_are_fine() -> None:
+    assert (
+        mcp_ids(MCP_SERVER=with_mcp(CACHE_HINTS={"tools/list": {"ttl_ms": 60000, "cache_scope": "public"}}))
+        == []
+    )

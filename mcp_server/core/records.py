@@ -93,6 +93,8 @@ class LedgerRecord:
     outcome: dict[str, Any] | None = None
     pk: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
+    protocol_version: str = ""
+    """The MCP revision the request was served at (a 2026-07-28 request has no session)."""
 
     @property
     def request_id(self) -> str | int:
@@ -107,6 +109,7 @@ def make_storable(record: LedgerRecord) -> None:
     record.name = storable(record.name, NAME_LENGTH)
     record.worker = storable(record.worker, 200)
     record.channel = storable(record.channel, 200)
+    record.protocol_version = storable(record.protocol_version, 20)
     record.outcome = storable_outcome(record.outcome)
 
 

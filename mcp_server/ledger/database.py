@@ -31,6 +31,7 @@ def _row_values(record: LedgerRecord) -> dict[str, Any]:
         "state": record.state,
         "settled_at": record.settled_at,
         "outcome": record.outcome,
+        "protocol_version": record.protocol_version,
     }
 
 
@@ -50,6 +51,7 @@ def _record(row: Any) -> LedgerRecord:
         settled_at=row.settled_at,
         outcome=row.outcome,
         pk=row.pk,
+        protocol_version=row.protocol_version,
     )
 
 
@@ -67,6 +69,7 @@ COLUMNS = (
     "state",
     "settled_at",
     "outcome",
+    "protocol_version",
 )
 """The columns a batch writes, in ``LedgerRecord``'s names (they are the model's attribute names too)."""
 
@@ -169,6 +172,7 @@ class DatabaseLedger(Ledger):
                 created=record.created,
                 deadline=record.deadline,
                 lease_expires=record.lease_expires,
+                protocol_version=record.protocol_version,
             )
         except IntegrityError as exc:
             raise DuplicateRequest(record.request_key) from exc

@@ -16,6 +16,7 @@ from ..core.stores import bounded
 from ..registry.access import ausable, usable_entries
 from ..registry.signature import call_handler
 from ..wire.errors import INVALID_PARAMS, METHOD_NOT_FOUND, JSONRPCError, ResourceNotFound
+from .modern import discover_result, finish_result, is_modern
 from .pagination import paginate
 
 if TYPE_CHECKING:
@@ -40,6 +41,10 @@ def _page(ctx: Context, key: str, entries: list[RegisteredHandler]) -> dict[str,
 
 async def _ping(ctx: Context) -> dict[str, Any]:
     return {}
+
+
+async def _discover(ctx: Context) -> dict[str, Any]:
+    return discover_result(ctx.server)
 
 
 async def _tools_list(ctx: Context) -> dict[str, Any]:
@@ -68,6 +73,8 @@ async def _resources_read(ctx: Context) -> dict[str, Any]:
     uri = ctx.params["uri"]
     found = ctx.server.find_resource(uri)
     if found is None or not await ausable(found[0], ctx):
+        if is_modern(ctx.session):  # 2026-07-28: -32602 (-32002 is the handshake era's)
+            raise JSONRPCError(INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
         raise ResourceNotFound(uri)
     resource, variables = found
     return await resource.read(uri, variables, ctx)
@@ -141,6 +148,7 @@ BUILTINS: dict[str, Handler] = {
     "prompts/get": _prompts_get,
     "logging/setLevel": _set_level,
     "completion/complete": _complete,
+    "server/discover": _discover,
 }
 
 
@@ -169,6 +177,8 @@ async def dispatch(ctx: Context) -> dict[str, Any] | None:
         _validate(ctx)
         result = await builtin(ctx)
         assert result is not None
+        if is_modern(ctx.session):
+            return finish_result(ctx, result)
         try:
             return serialize_server_result(ctx.method, ctx.session.protocol_version, result)
         except KeyError:
@@ -183,4 +193,4 @@ async def dispatch(ctx: Context) -> dict[str, Any] | None:
     )
     if value is not None and not isinstance(value, dict):
         raise JSONRPCError(-32603, f"Method {ctx.method} returned {type(value).__name__}, not an object")
-    return value
+    return finish_result(ctx, value) if value is not None and is_modern(ctx.session) else value

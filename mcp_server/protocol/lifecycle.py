@@ -10,7 +10,7 @@ from ..wire.versions import negotiate
 if TYPE_CHECKING:
     from ..registry.server import MCPServer
 
-__all__ = ["initialize_result", "server_capabilities"]
+__all__ = ["initialize_result", "server_capabilities", "server_info"]
 
 
 def server_capabilities(server: MCPServer) -> dict[str, Any]:
@@ -27,8 +27,8 @@ def server_capabilities(server: MCPServer) -> dict[str, Any]:
     return capabilities
 
 
-def initialize_result(server: MCPServer, params: dict[str, Any]) -> dict[str, Any]:
-    """The result of ``initialize`` for the client's ``params``."""
+def server_info(server: MCPServer) -> dict[str, Any]:
+    """The server's Implementation (``name``, ``version``, ``title`` when set)."""
     info: dict[str, Any] = {
         "name": server.name or mcp_settings.SERVER_NAME,
         "version": server.version or mcp_settings.SERVER_VERSION,
@@ -36,10 +36,15 @@ def initialize_result(server: MCPServer, params: dict[str, Any]) -> dict[str, An
     title = server.title or mcp_settings.SERVER_TITLE
     if title:
         info["title"] = title
+    return info
+
+
+def initialize_result(server: MCPServer, params: dict[str, Any]) -> dict[str, Any]:
+    """The result of ``initialize`` for the client's ``params``."""
     result: dict[str, Any] = {
         "protocolVersion": negotiate(params.get("protocolVersion")),
         "capabilities": server_capabilities(server),
-        "serverInfo": info,
+        "serverInfo": server_info(server),
     }
     instructions = server.instructions or mcp_settings.INSTRUCTIONS
     if instructions:

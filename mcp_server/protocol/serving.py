@@ -78,6 +78,7 @@ async def answer_initialize(
             _sent_inline,
             user_id=getattr(user, "pk", None),
             lease=float(mcp_settings.LEASE_TIMEOUT),
+            protocol_version=version,
         )
         result = serialize_server_result("initialize", version, initialize_result(server, params))
         response = result_response(message.id, result)
@@ -137,6 +138,7 @@ async def start_request(
         user_id=getattr(user, "pk", None),
         seconds=seconds,
         lease=float(mcp_settings.LEASE_TIMEOUT),
+        protocol_version=session.protocol_version,
     )
     peer.entry = entry
     if entry.state == "pending":  # a cancel that overtook it has settled it already

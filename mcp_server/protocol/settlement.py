@@ -174,6 +174,7 @@ class RequestTable:
         user_id: int | None = None,
         seconds: float | None = None,
         lease: float = 30.0,
+        protocol_version: str = "",
     ) -> PendingRequest:
         """Take an arriving request. Raises -32600 for an id pending in the same session, or one no
         request may have (see :func:`~mcp_server.wire.jsonrpc.id_problem`; the transports refuse it first).
@@ -197,6 +198,7 @@ class RequestTable:
             created=now,
             deadline=now + timedelta(seconds=seconds) if seconds else None,
             lease_expires=now + timedelta(seconds=lease),
+            protocol_version=protocol_version,
         )
         entry = PendingRequest(record=record, request_id=request_id, deliver=deliver)
         try:

@@ -41,6 +41,10 @@ class Resource(RegisteredHandler):
     mime_type: str | None = None
     size: int | None = None
     annotations: dict[str, Any] | None = None
+    ttl_ms: int | None = None
+    """``ttlMs`` of this resource's ``resources/read`` results at 2026-07-28 (``None``: ``CACHE_HINTS``)."""
+    cache_scope: str | None = None
+    """``cacheScope`` (``"public"`` or ``"private"``) of those results (``None``: ``CACHE_HINTS``)."""
     pattern: re.Pattern[str] = field(init=False)
     variables: tuple[str, ...] = field(init=False)
 
@@ -50,6 +54,12 @@ class Resource(RegisteredHandler):
         missing = set(self.variables) - set(self.signature.parameter_names)
         if missing:
             raise TypeError(f"resource {self.uri!r}: the handler has no parameter for {sorted(missing)}")
+        if self.ttl_ms is not None and (
+            isinstance(self.ttl_ms, bool) or not isinstance(self.ttl_ms, int) or self.ttl_ms < 0
+        ):
+            raise TypeError(f"resource {self.uri!r}: ttl_ms must be an integer >= 0, not {self.ttl_ms!r}")
+        if self.cache_scope not in (None, "public", "private"):
+            raise TypeError(f"resource {self.uri!r}: cache_scope must be 'public' or 'private'")
 
     @property
     def is_template(self) -> bool:

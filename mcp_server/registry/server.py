@@ -122,8 +122,12 @@ class MCPServer:
         permission: Permission = None,
         meta: dict[str, Any] | None = None,
         icons: list[dict[str, Any]] | None = None,
+        ttl_ms: int | None = None,
+        cache_scope: str | None = None,
     ) -> Callable[[F], F]:
-        """Register a resource at ``uri``; ``{name}`` parts make it a template filled from the arguments."""
+        """Register a resource at ``uri``; ``{name}`` parts make it a template filled from the arguments.
+
+        ``ttl_ms`` and ``cache_scope`` override ``CACHE_HINTS`` for its ``resources/read`` at 2026-07-28."""
 
         def register(func: F) -> F:
             entry = Resource(
@@ -138,6 +142,8 @@ class MCPServer:
                 permission=permission,
                 meta=meta,
                 icons=icons,
+                ttl_ms=ttl_ms,
+                cache_scope=cache_scope,
             )
             self._add(self.resources, uri, entry, "resource", "resources")
             return func

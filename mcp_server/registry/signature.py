@@ -9,9 +9,18 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic.fields import FieldInfo
 
-__all__ = ["HandlerSignature", "call_handler"]
+__all__ = ["HandlerSignature", "McpHeader", "call_handler"]
+
+
+def McpHeader(name: str) -> FieldInfo:
+    """Mark a tool parameter as mirrored into the ``Mcp-Param-<name>`` HTTP header (``x-mcp-header``).
+
+    Only on string, integer or boolean parameters; the tool's registration refuses anything else."""
+    info: FieldInfo = Field(json_schema_extra={"x-mcp-header": name})
+    return info
 
 
 def _is_context(annotation: Any) -> bool:

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from ..conf import mcp_settings
 from ..wire.errors import JSONRPCError, ToolError
+from ..wire.modern import invalid_x_mcp_header
 from .entries import RegisteredHandler
 from .results import _jsonable, dump, output_schema_for, to_content
 from .signature import call_handler
@@ -35,11 +36,17 @@ class Tool(RegisteredHandler):
     input_schema: dict[str, Any] | None = None
     output_schema: dict[str, Any] | None = field(init=False, default=None)
     wrap_result: bool = field(init=False, default=False)
+    header_schema: dict[str, Any] = field(init=False, default_factory=dict)
+    """The ``inputSchema`` as listed, read for ``Mcp-Param-*`` headers (``x-mcp-header``) at 2026-07-28."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.input_schema is not None and self.input_schema.get("type") != "object":
             raise TypeError(f"tool {self.name!r}: input_schema must be a JSON Schema with type 'object'")
+        self.header_schema = self.definition()["inputSchema"]
+        problem = invalid_x_mcp_header(self.header_schema)
+        if problem is not None:
+            raise TypeError(f"tool {self.name!r}: {problem}")
         if self.structured_output is not False:
             self.output_schema, self.wrap_result = output_schema_for(self.signature.return_annotation)
             if self.structured_output and self.output_schema is None:

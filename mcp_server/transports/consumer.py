@@ -31,6 +31,7 @@ from ..wire.jsonrpc import encode_message, encode_reply, error_response
 from ..wire.versions import BATCH_VERSIONS, DEFAULT_HEADER_VERSION, SUPPORTED_VERSIONS
 from . import sse
 from .exchange import PostExchange
+from .modern import ALLOW_POST, ModernPost, is_modern_post, modern_not_allowed
 from .post import HANDSHAKE_HEADER, parse_post
 from .rules import Headers, HTTPProblem, accepts, check_origin_and_host, headers_of
 from .shutdown import install_shutdown_hooks
@@ -59,6 +60,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         self.user: Any = None
         self.auth: Any = None
         self.sink = _GetStream(self)
+        self.exchange: PostExchange | None = None
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Any) -> None:
         self.scope = scope
@@ -121,6 +123,8 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         """The client went away. A GET stream ends; a POST's requests still run to settlement."""
         self.disconnected = True
         self.stream_closed.set()
+        if self.exchange is not None and self.exchange.modern:  # 2026-07-28: closing it cancels
+            await self.exchange.cancel_open()
         if self.task is None or self.finished.is_set():
             await self._leave_stream()
             raise StopConsumer()
@@ -146,8 +150,14 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             request = ASGIRequest(self.scope, io.BytesIO(body))
             if method in ("POST", "GET", "DELETE"):
                 await self._authenticate(request)
-            if method == "POST":
+            if method == "POST" and is_modern_post(headers, body):
+                await self._modern_post(headers, body, request)
+            elif method == "POST":
                 await self._post(headers, body, request)
+            elif method in ("GET", "DELETE") and modern_not_allowed(headers, method):
+                raise HTTPProblem(
+                    405, f"Method Not Allowed: {method} has no meaning at 2026-07-28", headers=ALLOW_POST
+                )
             elif method == "GET":
                 await self._get(headers)
             elif method == "DELETE":
@@ -225,6 +235,31 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         )
         await exchange.run(messages)
 
+    async def _modern_post(self, headers: Headers, body: bytes, request: ASGIRequest) -> None:
+        """A 2026-07-28 POST: one request, served statelessly under the reply guarantee."""
+        reading = ModernPost(self.server, self.scope.get("headers", []))
+        message, session = await reading.read(headers, body, self.runtime, self.user)
+        if message is None:
+            await self.send({"type": "http.response.start", "status": 202, "headers": []})
+            await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
+        user = self.user if self.user is not None else AnonymousUser()
+        request.user = user
+        request.auth = self.auth  # type: ignore[attr-defined]
+        self.exchange = PostExchange(
+            runtime=self.runtime,
+            server=self.server,
+            session=session,
+            mode=mcp_settings.RESPONSE_MODE,
+            send=self.send,
+            is_batch=False,
+            request=request,
+            user=user,
+            stateless=True,
+            modern=True,
+        )
+        await self.exchange.run([message])
+
     async def _get(self, headers: Headers) -> None:
         if mcp_settings.STATELESS:
             raise HTTPProblem(405, "Method Not Allowed: this endpoint is stateless (no standalone stream)")
@@ -267,9 +302,9 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         await self.send({"type": "http.response.body", "body": body, "more_body": False})
 
     async def _problem(self, problem: HTTPProblem) -> None:
-        extra = [(b"allow", b"GET, POST, DELETE")] if problem.status == 405 else []
+        extra = [(b"allow", b"GET, POST, DELETE")] if problem.status == 405 and not problem.headers else []
         extra += problem.headers
-        error = JSONRPCError(problem.code, problem.message)
+        error = JSONRPCError(problem.code, problem.message, problem.data)
         await self._json(problem.status, error_response(problem.request_id, error), extra)
 
     async def _unavailable(self, exc: Exception) -> None:

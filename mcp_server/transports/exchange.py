@@ -16,12 +16,13 @@ from ..core.context import SessionState
 from ..protocol.client_messages import handle_client_message
 from ..protocol.peer import RequestPeer
 from ..protocol.serving import answer_initialize, start_request
-from ..protocol.settlement import PendingRequest
+from ..protocol.settlement import CANCELLED, PendingRequest
 from ..registry.server import MCPServer
 from ..runtime import Runtime
 from ..sessions import acount_open_sessions
 from ..wire.errors import INVALID_REQUEST, JSONRPCError
 from ..wire.jsonrpc import IncomingMessage, JSONRPCRequest, encode_message, encode_reply, error_response
+from ..wire.modern import http_status
 from . import sse
 from .rules import HTTPProblem
 
@@ -48,6 +49,8 @@ class _ExchangePeer(RequestPeer):
         return True
 
     async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        if self.exchange.modern:  # 2026-07-28: no server-to-client request on any stream
+            raise JSONRPCError(INVALID_REQUEST, f"{method} cannot be sent to a 2026-07-28 client")
         if self.exchange.mode == "json":
             raise JSONRPCError(
                 INVALID_REQUEST, f"{method} needs a streamed response; RESPONSE_MODE is 'json'"
@@ -88,6 +91,7 @@ class PostExchange:
         user: Any = None,
         headers: list[tuple[bytes, bytes]] | None = None,
         stateless: bool = False,
+        modern: bool = False,
     ) -> None:
         self.runtime = runtime
         self.server = server
@@ -99,6 +103,11 @@ class PostExchange:
         self.user = user
         self.headers = list(headers or [])
         self.stateless = stateless
+        self.modern = modern
+        """A 2026-07-28 request: an error answered as JSON carries its HTTP status; closing the response
+        cancels it (:meth:`cancel_open`)."""
+        self.status = 200
+        self.entries: list[PendingRequest] = []
         self.queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
         """``("reply", bytes)`` a response, ``("message", bytes)`` a notification or a server-to-client
         request (in ``auto`` mode the first one turns the response into a stream), ``("settled", b"")``."""
@@ -124,7 +133,7 @@ class PostExchange:
             await self._initialize(message)
             return 0
         try:
-            await start_request(
+            entry = await start_request(
                 self.runtime,
                 message,
                 server=self.server,
@@ -137,7 +146,15 @@ class PostExchange:
         except JSONRPCError as exc:
             self._reply(error_response(message.id, exc))
             return 0
+        if self.modern:
+            self.entries.append(entry)
         return 1
+
+    async def cancel_open(self) -> None:
+        """The client closed the response of a 2026 request: that is its cancellation. Each request still
+        open is settled cancelled (its task stopped, nothing more sent)."""
+        for entry in self.entries:
+            await self.runtime.requests.settle(entry, CANCELLED, None)
 
     async def _initialize(self, message: JSONRPCRequest) -> None:
         """Open a session: its answer carries the new ``Mcp-Session-Id``, framed like every other answer.
@@ -161,6 +178,7 @@ class PostExchange:
 
     def _reply(self, response: dict[str, Any]) -> None:
         """A response that was not settled through the request table (a refusal, ``initialize``)."""
+        self._note_status(response)
         self.queue.put_nowait(("reply", encode_reply(response).data))
 
     def _client_address(self) -> str:
@@ -170,14 +188,19 @@ class PostExchange:
 
     async def _deliver(self, entry: PendingRequest, response: dict[str, Any] | None) -> None:
         if entry.reply is not None:  # encoded once, by the settlement
+            self._note_status(entry.reply.message)
             self.queue.put_nowait(("reply", entry.reply.data))
         self.queue.put_nowait(("settled", b""))
+
+    def _note_status(self, response: dict[str, Any]) -> None:
+        if self.modern and "error" in response:
+            self.status = http_status(int(response["error"].get("code", 0)))
 
     # -- framing ---------------------------------------------------------------------------------
 
     async def _drain(self, open_count: int) -> None:
         held: list[bytes] = []
-        if self.mode == "sse":
+        if self.mode == "sse" and not self.modern:  # a 2026 error alone is answered with its HTTP status
             await self._start_stream()
         while open_count > 0 or not self.queue.empty():
             kind, data = await self.queue.get()
@@ -188,7 +211,7 @@ class PostExchange:
                 await self._event(data)
             elif kind == "reply":
                 held.append(data)
-            elif self.mode == "auto":
+            elif self.mode in ("auto", "sse"):  # (sse: only a 2026 request gets here unstreamed)
                 await self._start_stream()
                 for earlier in held:
                     await self._event(earlier)
@@ -198,10 +221,14 @@ class PostExchange:
             await self.send({"type": "http.response.body", "body": b"", "more_body": False})
         elif not held:
             await self._respond_accepted()
+        elif self.mode == "sse" and self.status == 200:  # a 2026 result, streamed as this mode says
+            await self._start_stream()
+            await self._event(held[0])
+            await self.send({"type": "http.response.body", "body": b"", "more_body": False})
         else:
             body = b"[" + b",".join(held) + b"]" if self.is_batch else held[0]
             await self.send(
-                {"type": "http.response.start", "status": 200, "headers": JSON_HEADERS + self.headers}
+                {"type": "http.response.start", "status": self.status, "headers": JSON_HEADERS + self.headers}
             )
             await self.send({"type": "http.response.body", "body": body, "more_body": False})
 

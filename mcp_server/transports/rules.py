@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -34,6 +35,7 @@ class HTTPProblem(Exception):
         code: int = -32600,
         headers: list[tuple[bytes, bytes]] | None = None,
         request_id: str | int | None = None,
+        data: Any = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -42,6 +44,8 @@ class HTTPProblem(Exception):
         self.headers = list(headers or [])
         self.request_id = request_id
         """The id of the refused request, when it could be read (its error answer carries it)."""
+        self.data = data
+        """The JSON-RPC error's ``data``, if any."""
 
 
 def headers_of(raw: Iterable[tuple[bytes, bytes]]) -> Headers:

@@ -31,7 +31,7 @@ from ..models import Session
 from ..protocol.client_messages import handle_client_message
 from ..protocol.peer import RequestPeer
 from ..protocol.serving import answer_initialize, start_request
-from ..protocol.settlement import CLOSED, PendingRequest, closed_response
+from ..protocol.settlement import CANCELLED, CLOSED, PendingRequest, closed_response
 from ..registry.server import MCPServer
 from ..runtime import Runtime
 from ..sessions import LAST_SEEN_EVERY, state_of
@@ -47,6 +47,7 @@ from ..wire.jsonrpc import (
     refusal,
     result_response,
 )
+from .stdio_era import EraLock
 
 __all__ = ["EOF", "TOO_LONG", "LineWriter", "Marker", "StdioLoop", "read_lines"]
 
@@ -180,6 +181,7 @@ class StdioLoop:
         self.grace = grace
         self.writer = LineWriter(output, on_broken=self._output_gone)
         self.state: SessionState | None = None
+        self.era = EraLock(server)
         self.open: set[PendingRequest] = set()
         self.stop_reason: str | None = None
         self._stopping = asyncio.Event()
@@ -272,6 +274,8 @@ class StdioLoop:
         try:
             if isinstance(message, JSONRPCRequest):
                 await self._request(message)
+            elif (cancelled := self.era.cancelled(message)) is not None:
+                await self._cancel(cancelled)
             elif self.state is not None:
                 await handle_client_message(self.runtime, self.state, message)
             else:
@@ -282,11 +286,23 @@ class StdioLoop:
                 error = JSONRPCError(INTERNAL_ERROR, f"Internal error while handling {message.method}")
                 await self._answer(error_response(message.id, error))
 
+    async def _cancel(self, request_id: Any) -> None:
+        """A 2026 client cancelled one of its requests: it is settled cancelled, and nothing is sent."""
+        for entry in list(self.open):
+            if entry.request_id == request_id and type(entry.request_id) is type(request_id):
+                await self.runtime.requests.settle(entry, CANCELLED, None)
+
     async def _request(self, message: JSONRPCRequest) -> None:
+        try:
+            modern = self.era.session_for(message, initialized=self.state is not None)
+        except JSONRPCError as exc:
+            await self._answer(error_response(message.id, exc))
+            return
         if message.method == "initialize":
             await self._initialize(message)
             return
-        if self.state is None:
+        session = modern or self.state
+        if session is None:
             if message.method == "ping":
                 await self._answer(result_response(message.id, {}))
             else:
@@ -298,7 +314,7 @@ class StdioLoop:
                 self.runtime,
                 message,
                 server=self.server,
-                session=self.state,
+                session=session,
                 peer=_StdioPeer(self),
                 deliver=self._deliver,
                 user=self.user,

@@ -13,8 +13,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from mcp_server import Audio, Context, Image, MCPServer, ToolError
-from mcp_server.updates import anotify_resource_updated
+from mcp_server import Audio, Context, Image, McpHeader, MCPServer, MissingClientCapability, ToolError
+from mcp_server.updates import anotify_list_changed, anotify_resource_updated
 from project.mcp_servers import conformance
 
 from .assets import png_pixel, wav_silence
@@ -255,6 +255,50 @@ async def json_schema_2020_12_tool(
     given = {"name": name, "address": address, "contactMethod": contactMethod, "phone": phone, "email": email}
     arguments = {k: v for k, v in given.items() if v is not None}
     return f"JSON Schema 2020-12 tool called with: {json.dumps(arguments, separators=(',', ':'))}"
+
+
+# -- 2026-07-28 (stateless core, headers) -------------------------------------------------------------
+
+
+@conformance.tool(structured_output=False)
+async def test_missing_capability(ctx: Context) -> str:
+    """Needs the sampling capability: -32021 when this request does not declare it (server-stateless)."""
+    if "sampling" not in ctx.session.client_capabilities:
+        raise MissingClientCapability({"sampling": {}})
+    return "The client declared sampling"
+
+
+@conformance.tool(structured_output=False)
+async def test_streaming_elicitation(ctx: Context) -> str:
+    """Answers at once on the request's own stream, with no request of its own (server-stateless)."""
+    return "Streaming elicitation: answered on the request's own stream"
+
+
+@conformance.tool(structured_output=False)
+async def test_logging_tool(ctx: Context) -> str:
+    """Logs at info: sent only when the request's _meta asks for a log level (server-stateless)."""
+    await ctx.info("Logging tool ran")
+    return "Logging tool executed"
+
+
+@conformance.tool(structured_output=False)
+async def test_trigger_tool_change(ctx: Context) -> str:
+    """Sends notifications/tools/list_changed (server-stateless, to subscriptions/listen streams)."""
+    await anotify_list_changed("tools", ctx.server)
+    return "tools/list_changed sent"
+
+
+@conformance.tool(structured_output=False)
+async def test_trigger_prompt_change(ctx: Context) -> str:
+    """Sends notifications/prompts/list_changed (server-stateless, to subscriptions/listen streams)."""
+    await anotify_list_changed("prompts", ctx.server)
+    return "prompts/list_changed sent"
+
+
+@conformance.tool(structured_output=False)
+async def test_x_mcp_header(region: Annotated[str, McpHeader("Region")] = "<none>") -> str:  # noqa: PT028
+    """Its region argument is mirrored in Mcp-Param-Region (http-custom-header-server-validation)."""
+    return f"region={region}"
 
 
 # -- resources --------------------------------------------------------------------------------------

@@ -113,10 +113,10 @@ async def test_the_official_client_reads_the_refusals(start: Callable[..., LiveS
     from mcp.shared.exceptions import MCPError
 
     server = start({"MAX_SESSIONS_PER_CLIENT": 1})
-    async with Client(server.url) as first:
+    async with Client(server.url, mode="legacy") as first:
         assert (await first.call_tool("echo", {"text": "one"})).content[0].text == "one"
         with pytest.raises(BaseExceptionGroup) as refused:  # the client's task group carries it
-            async with Client(server.url):
+            async with Client(server.url, mode="legacy"):
                 pass
         assert refused.group_contains(
             MCPError, match="Too many open sessions for address 127.0.0.1: 1, at most 1"

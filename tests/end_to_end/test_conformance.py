@@ -1,8 +1,10 @@
-"""The official MCP conformance suite, both pinned versions, against the demo site in every response mode.
+"""The official MCP conformance suite, both pinned versions and the 2026-07-28 requirements run, against the
+demo site in every response mode.
 
 ``scripts/conformance --install-only`` installs the suites and Node 22 into ``.conformance/`` on first use
 (npm needed); :func:`scripts.conformance_report.run_matrix` starts the server and judges the checks.
-Clean means: no failure outside the json-mode allowlist, no warning at all, no stale allowlist entry.
+Clean means: no failure outside the json-mode allowlists, no warning at all, no stale allowlist entry; in
+the 2026 run, the scenarios of features still being built elsewhere (``PENDING``) are not judged.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import pytest
 from scripts.conformance_report import (
     ALLOWED_FAILURES,
     MODES,
+    REQUIREMENTS_RUN,
     ROOT,
+    RUNS,
     SUITE_VERSIONS,
     format_table,
     run_matrix,
@@ -44,15 +48,17 @@ def installed_suites() -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_conformance_suite(mode: str, installed_suites: None, tmp_path: Path) -> None:
-    results = run_matrix([mode], SUITE_VERSIONS, tmp_path)
+    results = run_matrix([mode], tuple(RUNS), tmp_path)
     report = "\n\n".join(format_table(r) for r in results)
-    assert [r.version for r in results] == list(SUITE_VERSIONS)
+    assert [r.version for r in results] == list(RUNS)
     for result in results:
         assert result.scenarios, f"suite {result.version} produced no results\n{report}"
         assert not result.unexpected, f"unexpected in suite {result.version}, mode {mode}\n{report}"
         assert not result.stale, f"stale allowlist entries {result.stale}\n{report}"
+        judged_failures = set(result.failures) - set(result.pending)
         if mode != "json":
-            assert not result.failures, report
-            assert not result.warnings, report
+            assert not judged_failures, report
+            assert not set(result.warnings) - set(result.pending), report
         else:
-            assert set(result.failures) == set(ALLOWED_FAILURES["json"]), report
+            assert judged_failures == set(ALLOWED_FAILURES[result.pin]), report
+    assert REQUIREMENTS_RUN in {r.version for r in results}

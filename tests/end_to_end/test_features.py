@@ -265,7 +265,7 @@ async def test_an_elicitation_travels_both_ways(live_server: LiveServer, answer:
         asked.append(params.model_dump(by_alias=True, exclude_unset=True))
         return ElicitResult.model_validate(answer)
 
-    async with Client(live_server.url, elicitation_callback=elicit) as client:
+    async with Client(live_server.url, mode="legacy", elicitation_callback=elicit) as client:
         result = await client.call_tool("feature_elicit", {"message": "Your name?"})
     assert asked == [{"mode": "form", "message": "Your name?", "requestedSchema": FEATURE_ELICIT_SCHEMA}]
     assert not result.is_error
@@ -281,7 +281,7 @@ async def test_a_client_error_answer_to_elicitation_is_an_error_in_the_tool(
         asked.append(params.message)
         return client_error()
 
-    async with Client(live_server.url, elicitation_callback=refuse) as client:
+    async with Client(live_server.url, mode="legacy", elicitation_callback=refuse) as client:
         caught = await client.call_tool("feature_elicit", {"message": "Your name?"})
         assert caught.structured_content == {"error": CLIENT_ERROR}
         # A tool that does not catch it: the tools/call request is answered with the client's error.
@@ -295,7 +295,7 @@ async def test_an_elicitation_callback_that_raises_is_an_error_in_the_tool(live_
     async def crash(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
         raise RuntimeError("the dialog crashed")
 
-    async with Client(live_server.url, elicitation_callback=crash) as client:
+    async with Client(live_server.url, mode="legacy", elicitation_callback=crash) as client:
         result = await client.call_tool("feature_elicit", {"message": "Your name?"})
     error = result.structured_content["error"]
     assert error["message"] == "the dialog crashed"
@@ -317,7 +317,7 @@ async def test_sampling_travels_both_ways(live_server: LiveServer) -> None:
         asked.append(params.model_dump(by_alias=True, exclude_unset=True))
         return CreateMessageResult.model_validate(reply)
 
-    async with Client(live_server.url, sampling_callback=sample) as client:
+    async with Client(live_server.url, mode="legacy", sampling_callback=sample) as client:
         result = await client.call_tool("feature_sample", {"prompt": "What is 2+2?"})
     assert asked == [
         {
@@ -334,7 +334,7 @@ async def test_a_client_error_answer_to_sampling_is_an_error_in_the_tool(live_se
     async def refuse(context: ClientRequestContext, params: CreateMessageRequestParams) -> ErrorData:
         return client_error()
 
-    async with Client(live_server.url, sampling_callback=refuse) as client:
+    async with Client(live_server.url, mode="legacy", sampling_callback=refuse) as client:
         result = await client.call_tool("feature_sample", {"prompt": "What is 2+2?"})
     assert result.structured_content == {"error": CLIENT_ERROR}
 
@@ -347,7 +347,7 @@ async def test_roots_travel_both_ways(live_server: LiveServer) -> None:
         calls.append(1)
         return ListRootsResult.model_validate({"roots": roots})
 
-    async with Client(live_server.url, list_roots_callback=list_roots) as client:
+    async with Client(live_server.url, mode="legacy", list_roots_callback=list_roots) as client:
         result = await client.call_tool("feature_roots", {})
     assert calls == [1]
     assert result.structured_content == {"roots": roots}
@@ -357,14 +357,14 @@ async def test_a_client_error_answer_to_roots_is_an_error_in_the_tool(live_serve
     async def refuse(context: ClientRequestContext) -> ErrorData:
         return client_error()
 
-    async with Client(live_server.url, list_roots_callback=refuse) as client:
+    async with Client(live_server.url, mode="legacy", list_roots_callback=refuse) as client:
         result = await client.call_tool("feature_roots", {})
     assert result.structured_content == {"error": CLIENT_ERROR}
 
 
 async def test_a_capability_the_client_did_not_declare_is_never_asked_for(live_server: LiveServer) -> None:
     # The official client answers such requests itself ("... not supported"): the message tells who refused.
-    async with Client(live_server.url) as client:
+    async with Client(live_server.url, mode="legacy") as client:
         for tool, capability in (
             ("feature_elicit", "elicitation"),
             ("feature_sample", "sampling"),
@@ -383,7 +383,7 @@ async def test_server_requests_need_a_stream_in_json_mode(start: Callable[..., L
         asked.append(params.message)
         return ElicitResult(action="accept", content={"name": "Ada"})
 
-    async with Client(server.url, elicitation_callback=elicit) as client:
+    async with Client(server.url, mode="legacy", elicitation_callback=elicit) as client:
         result = await client.call_tool("feature_elicit", {"message": "Your name?"})
     message = "elicitation/create needs a streamed response; RESPONSE_MODE is 'json'"
     assert result.structured_content == {"error": {"code": -32600, "message": message}}
@@ -427,7 +427,7 @@ def expected_logs(threshold: str) -> list[tuple[str, str | None, Any]]:
 @pytest.mark.parametrize("threshold", LOG_LEVELS)
 async def test_log_messages_below_the_level_are_not_sent(live_server: LiveServer, threshold: str) -> None:
     recorder = LogRecorder()
-    async with Client(live_server.url, logging_callback=recorder) as client:
+    async with Client(live_server.url, mode="legacy", logging_callback=recorder) as client:
         await client.set_logging_level(threshold)
         assert await recorder.run_feature_log(client) == expected_logs(threshold)
 
@@ -435,7 +435,7 @@ async def test_log_messages_below_the_level_are_not_sent(live_server: LiveServer
 @pytest.mark.filterwarnings(LOGGING_DEPRECATED)
 async def test_no_log_message_is_sent_before_the_client_sets_a_level(live_server: LiveServer) -> None:
     recorder = LogRecorder()
-    async with Client(live_server.url, logging_callback=recorder) as client:
+    async with Client(live_server.url, mode="legacy", logging_callback=recorder) as client:
         quiet = await client.call_tool("feature_log", {})
         assert quiet.content[0].text == "logged"
         # Anything the first call sent came before its response, so before the second call's end mark.
@@ -447,8 +447,8 @@ async def test_no_log_message_is_sent_before_the_client_sets_a_level(live_server
 async def test_the_log_level_belongs_to_its_session(live_server: LiveServer) -> None:
     loud, quiet = LogRecorder(), LogRecorder()
     async with (
-        Client(live_server.url, logging_callback=loud) as verbose,
-        Client(live_server.url, logging_callback=quiet) as terse,
+        Client(live_server.url, mode="legacy", logging_callback=loud) as verbose,
+        Client(live_server.url, mode="legacy", logging_callback=quiet) as terse,
     ):
         await verbose.set_logging_level("debug")
         await terse.set_logging_level("critical")

@@ -10,7 +10,9 @@ from tests.live import LiveServer
 
 
 async def test_list_and_call_tools(any_mode_server: LiveServer) -> None:
-    async with Client(any_mode_server.url) as client:
+    async with Client(
+        any_mode_server.url, mode="legacy"
+    ) as client:  # the handshake era (2026: test_modern_client)
         assert client.protocol_version == "2025-11-25"
         names = {tool.name for tool in (await client.list_tools()).tools}
         assert {"search_books", "get_book", "reserve_book", "echo"} <= names

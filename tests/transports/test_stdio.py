@@ -225,7 +225,7 @@ def official(database: Path, *args: str) -> StdioServerParameters:
 async def test_official_client_lists_and_calls_tools(database: Path, tmp_path: Path) -> None:
     errlog_path = tmp_path / "stderr.txt"
     with errlog_path.open("w") as errlog:
-        async with Client(stdio_client(official(database), errlog=errlog)) as client:
+        async with Client(stdio_client(official(database), errlog=errlog), mode="legacy") as client:
             assert client.protocol_version == "2025-11-25"
             names = {tool.name for tool in (await client.list_tools()).tools}
             assert {"echo", "stdio_noisy", "search_books", "slow"} <= names
@@ -263,8 +263,9 @@ async def test_official_client_lists_and_calls_tools(database: Path, tmp_path: P
     assert not [row for row in ledger if row[2] == "pending"]
 
 
-async def test_official_client_cancel_stops_the_handler(database: Path) -> None:
-    async with Client(official(database)) as client:
+@pytest.mark.parametrize("mode", ["legacy", "auto"])  # auto: 2026-07-28, cancelled all the same
+async def test_official_client_cancel_stops_the_handler(database: Path, mode: str) -> None:
+    async with Client(official(database), mode=mode) as client:
         in_flight = anyio.Event()
 
         async def progress(progress: float, total: float | None, message: str | None) -> None:
@@ -286,6 +287,21 @@ async def test_official_client_cancel_stops_the_handler(database: Path) -> None:
     ) == [("cancelled",)]
 
 
+async def test_official_client_speaks_2026_over_stdio(database: Path) -> None:
+    """The client's probe is answered without initialize: the connection is 2026-07-28, with no session."""
+    async with Client(official(database)) as client:
+        assert client.protocol_version == "2026-07-28"
+        assert "echo" in {tool.name for tool in (await client.list_tools()).tools}
+        assert (await client.call_tool("echo", {"text": "hi"})).content[0].text == "hi"
+        prompt = await client.get_prompt("summarize_book", {"pk": "3"})
+        assert "Invisible Cities" in prompt.messages[0].content.text
+    ledger = rows(database, "select method, state, session_id from mcp_server_ledgerentry")
+    assert ("server/discover", "answered", None) in ledger
+    assert ("tools/call", "answered", None) in ledger
+    assert "initialize" not in {row[0] for row in ledger}
+    assert rows(database, "select id from mcp_server_session") == []
+
+
 async def test_elicitation_travels_over_stdio(database: Path) -> None:
     from mcp.client.context import ClientRequestContext
     from mcp_types import ElicitRequestParams, ElicitResult
@@ -293,12 +309,45 @@ async def test_elicitation_travels_over_stdio(database: Path) -> None:
     async def elicit(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
         return ElicitResult(action="accept", content={"username": "ada", "email": "ada@example.com"})
 
-    async with Client(official(database), elicitation_callback=elicit) as client:
+    async with Client(official(database), elicitation_callback=elicit, mode="legacy") as client:
         result = await client.call_tool("test_elicitation", {"message": "Who are you?"})
     assert "ada@example.com" in result.content[0].text
 
 
 # -- raw pipes ------------------------------------------------------------------------------------------
+
+
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+async def test_a_2026_connection_validates_each_request_and_refuses_initialize(start: Any) -> None:
+    raw: RawStdio = await start()
+    discover = await raw.request(rpc("server/discover", {"_meta": MODERN_META}, 1))
+    assert discover["result"]["supportedVersions"] == ["2026-07-28"]
+    assert discover["result"]["resultType"] == "complete"
+    missing = await raw.request(rpc("tools/list", {"_meta": {}}, 2))
+    assert missing["error"]["code"] == -32602
+    old = {**MODERN_META, "io.modelcontextprotocol/protocolVersion": "1900-01-01"}
+    version = await raw.request(rpc("tools/list", {"_meta": old}, 3))
+    assert version["error"]["data"] == {"supported": ["2026-07-28"], "requested": "1900-01-01"}
+    gone = await raw.request(rpc("ping", {"_meta": MODERN_META}, 4))
+    assert gone["error"]["code"] == -32601
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}
+    refused = await raw.request(rpc("initialize", init, 5))
+    assert refused["error"]["code"] == -32022
+    assert "2026-07-28" in refused["error"]["data"]["supported"]
+    assert await raw.finish() == 0
+
+
+async def test_a_handshake_connection_refuses_the_2026_envelope(start: Any) -> None:
+    raw: RawStdio = await start()
+    await raw.initialize()
+    refused = await raw.request(rpc("tools/list", {"_meta": MODERN_META}, 9))
+    assert refused["error"]["code"] == -32600
+    assert await raw.finish() == 0
 
 
 async def test_malformed_lines_are_answered_and_the_loop_goes_on(start: Any) -> None:

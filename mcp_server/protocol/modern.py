@@ -1,0 +1,172 @@
+"""Serving a 2026-07-28 (per-request ``_meta``) request: its validation ladder, its stateless
+``SessionState``, ``server/discover`` and the shape of its results (``resultType``, caching hints,
+``serverInfo``).
+
+The transports decide the era and hand the request here; what is left is shared with the handshake era
+(the reply guarantee, the dispatcher, the ledger).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from mcp_types.methods import serialize_server_result
+
+from ..conf import DEFAULTS, mcp_settings
+from ..core.context import LOG_LEVELS, Context, SessionState
+from ..wire.errors import INVALID_PARAMS, JSONRPCError
+from ..wire.jsonrpc import JSONRPCRequest, error_response
+from ..wire.modern import (
+    CLIENT_CAPABILITIES_KEY,
+    CLIENT_INFO_KEY,
+    LOG_LEVEL_KEY,
+    MODERN_VERSIONS,
+    PROTOCOL_VERSION_KEY,
+    SERVER_INFO_KEY,
+    check_envelope,
+    check_method,
+    check_param_headers,
+    check_routing_headers,
+    check_version,
+)
+from .lifecycle import server_capabilities, server_info
+from .settlement import ANSWERED, PendingRequest
+
+if TYPE_CHECKING:
+    from ..registry.server import MCPServer
+    from ..runtime import Runtime
+
+__all__ = [
+    "CACHEABLE",
+    "discover_result",
+    "finish_result",
+    "is_modern",
+    "modern_request_session",
+    "record_refusal",
+]
+
+logger = logging.getLogger("mcp_server.requests")
+
+CACHEABLE = frozenset(
+    {
+        "server/discover",
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+    }
+)
+"""Methods whose ``complete`` results carry ``ttlMs`` and ``cacheScope``."""
+
+
+def is_modern(session: SessionState) -> bool:
+    """Whether the request is served at a per-request revision (2026-07-28)."""
+    return session.id is None and session.protocol_version in MODERN_VERSIONS
+
+
+def modern_request_session(
+    server: MCPServer,
+    method: str,
+    params: dict[str, Any],
+    headers: Mapping[str, list[str]] | None = None,
+) -> SessionState:
+    """Run the ladder from the envelope on (HTTP headers when ``headers`` is given) and return the
+    request's ``SessionState``; raises ``JSONRPCError`` with the rung's code."""
+    meta = check_envelope(params)
+    if headers is not None:
+        check_routing_headers(headers, method, params)
+    version = check_version(meta)
+    check_method(method, server.methods)
+    if headers is not None and method == "tools/call":
+        tool = server.tools.get(str(params.get("name")))
+        if tool is not None:  # an unknown tool is answered -32602 by the dispatch
+            check_param_headers(tool.header_schema, params.get("arguments"), headers)
+    level = meta.get(LOG_LEVEL_KEY)
+    if level is not None and level not in LOG_LEVELS:
+        raise JSONRPCError(INVALID_PARAMS, f"Invalid params: unknown log level {level!r}")
+    info = meta.get(CLIENT_INFO_KEY)
+    return SessionState(
+        id=None,
+        protocol_version=version,
+        client_capabilities=dict(meta[CLIENT_CAPABILITIES_KEY]),
+        client_info=dict(info) if isinstance(info, dict) else {},
+        log_level=level,
+    )
+
+
+def discover_result(server: MCPServer) -> dict[str, Any]:
+    """The body of a ``server/discover`` result (hints and ``serverInfo`` are added by
+    :func:`finish_result`)."""
+    result: dict[str, Any] = {
+        "supportedVersions": list(MODERN_VERSIONS),
+        "capabilities": server_capabilities(server),
+    }
+    instructions = server.instructions or mcp_settings.INSTRUCTIONS
+    if instructions:
+        result["instructions"] = instructions
+    return result
+
+
+def _hints(ctx: Context) -> dict[str, Any]:
+    configured = mcp_settings.CACHE_HINTS.get(ctx.method) or DEFAULTS["CACHE_HINTS"].get(ctx.method) or {}
+    ttl, scope = configured.get("ttl_ms", 0), configured.get("cache_scope", "private")
+    if ctx.method == "resources/read":
+        found = ctx.server.find_resource(str(ctx.params.get("uri")))
+        resource = found[0] if found is not None else None
+        if resource is not None and resource.ttl_ms is not None:
+            ttl = resource.ttl_ms
+        if resource is not None and resource.cache_scope is not None:
+            scope = resource.cache_scope
+        if "inputResponses" in ctx.params or "requestState" in ctx.params:  # a retry: never to be cached
+            ttl, scope = 0, "private"
+    return {"ttlMs": ttl, "cacheScope": scope}
+
+
+def finish_result(ctx: Context, result: dict[str, Any]) -> dict[str, Any]:
+    """A handler's result as the 2026 wire carries it: ``resultType`` (``complete`` unless the handler set
+    one), caching hints on cacheable methods, ``serverInfo`` in ``_meta``; a ``complete`` result of a core
+    method is shaped by the 2026 schema, any other (``input_required``, ``task``) is left as it is."""
+    out = dict(result)
+    out.setdefault("resultType", "complete")
+    meta = dict(out.get("_meta") or {})
+    meta.setdefault(SERVER_INFO_KEY, server_info(ctx.server))
+    out["_meta"] = meta
+    if out["resultType"] != "complete":
+        return out
+    if ctx.method in CACHEABLE:
+        out = {**_hints(ctx), **out}
+    try:
+        return serialize_server_result(ctx.method, ctx.session.protocol_version, out)
+    except KeyError:  # a method the server registers itself
+        return out
+
+
+async def _not_sent(entry: PendingRequest, response: dict[str, Any] | None) -> None:
+    """A refusal is answered by the transport; the ledger only records it."""
+
+
+async def record_refusal(
+    runtime: Runtime, message: JSONRPCRequest, error: JSONRPCError, *, user: Any
+) -> None:
+    """Record a 2026 request the ladder refused, settled with its error (as a handshake-era request the
+    dispatch refuses is). A ledger that cannot take it is logged: the refusal is answered all the same."""
+    params = message.params if isinstance(message.params, dict) else {}
+    meta = params.get("_meta")
+    version = meta.get(PROTOCOL_VERSION_KEY) if isinstance(meta, dict) else None
+    try:
+        entry = await runtime.requests.open(
+            None,
+            message.id,
+            message.method,
+            _not_sent,
+            name=str(params.get("name") or params.get("uri") or ""),  # as guarantee.name_of (no cycle)
+            user_id=getattr(user, "pk", None),
+            lease=float(mcp_settings.LEASE_TIMEOUT),
+            protocol_version=version if isinstance(version, str) else "",
+        )
+        await runtime.requests.settle(entry, ANSWERED, error_response(message.id, error))
+    except Exception:
+        logger.exception("could not record the refusal of %r (%s)", message.id, message.method)
