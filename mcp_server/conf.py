@@ -45,6 +45,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_SESSIONS_PER_CLIENT": None,
     "ERROR_DETAIL": False,
     "STORE_TIMEOUT": 5.0,
+    "REQUEST_STATE_MAX_AGE": 3600.0,
 }
 """Every key ``MCP_SERVER`` understands, with its default. The README's settings table mirrors this."""
 
@@ -85,6 +86,8 @@ class MCPSettings:
     MAX_SESSIONS_PER_CLIENT: int | None
     ERROR_DETAIL: bool
     STORE_TIMEOUT: float
+    REQUEST_STATE_MAX_AGE: float
+    """Seconds a signed ``requestState`` (an ``input_required`` round at 2026-07-28) stays valid."""
     unknown_keys: tuple[str, ...] = field(default=())
 
     @classmethod

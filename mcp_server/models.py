@@ -103,6 +103,16 @@ class LedgerEntry(models.Model):
     state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
     settled_at = models.DateTimeField(null=True, blank=True, db_index=True)
     outcome = models.JSONField(null=True, blank=True)
+    round_of = models.CharField(
+        _("answers round"),
+        max_length=64,
+        blank=True,
+        default="",
+        db_index=True,
+        help_text=_(
+            "2026-07-28: the input_required round this request retries (that round's outcome['round'])."
+        ),
+    )
 
     class Meta:
         verbose_name = _("MCP request")

@@ -31,6 +31,7 @@ def _row_values(record: LedgerRecord) -> dict[str, Any]:
         "state": record.state,
         "settled_at": record.settled_at,
         "outcome": record.outcome,
+        "round_of": record.round_of,
     }
 
 
@@ -49,6 +50,7 @@ def _record(row: Any) -> LedgerRecord:
         state=row.state,
         settled_at=row.settled_at,
         outcome=row.outcome,
+        round_of=row.round_of,
         pk=row.pk,
     )
 
@@ -67,6 +69,7 @@ COLUMNS = (
     "state",
     "settled_at",
     "outcome",
+    "round_of",
 )
 """The columns a batch writes, in ``LedgerRecord``'s names (they are the model's attribute names too)."""
 
