@@ -509,3 +509,12 @@ def test_manage_py_check_fails_on_a_warning_only_at_warning_level() -> None:
         with pytest.raises(SystemCheckError) as raised:
             call_command("check", "--fail-level", "WARNING", stdout=StringIO(), stderr=StringIO())
     assert "mcp_server.W001" in str(raised.value)
+
+
+@pytest.mark.parametrize("value", [0, -1, "5", True, None, float("inf"), [5]])
+def test_e015_request_state_max_age_must_be_positive_seconds(value: Any) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(REQUEST_STATE_MAX_AGE=value)) == ["mcp_server.E015"]
+
+
+def test_e015_is_silent_for_a_positive_max_age() -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(REQUEST_STATE_MAX_AGE=600)) == []
