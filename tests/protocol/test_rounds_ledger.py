@@ -11,6 +11,8 @@ import asyncio
 from typing import Any
 
 import pytest
+from django.test import Client
+from django.utils import timezone
 
 from mcp_server.core.context import Context, SessionState
 from mcp_server.core.rounds import round_token
@@ -100,3 +102,17 @@ def test_the_outcome_of_a_complete_result_is_unchanged() -> None:
     assert outcome_of({"jsonrpc": "2.0", "id": 1, "result": {"resultType": "complete", "content": []}}) == {
         "result": True
     }
+
+
+def test_the_admin_finds_the_retry_of_a_round_by_its_token(admin_client: Client) -> None:
+    now = timezone.now()
+    common = {"method": "tools/call", "worker": "w", "created": now, "state": "answered", "settled_at": now}
+    LedgerEntry.objects.create(request_key="i:1", outcome=ROUND_OUTCOME, **common)
+    LedgerEntry.objects.create(request_key="i:2", round_of="abc123", outcome={"result": True}, **common)
+    LedgerEntry.objects.create(request_key="i:3", outcome={"result": True}, **common)
+    response = admin_client.get("/admin/mcp_server/ledgerentry/", {"q": "abc123"})
+    assert response.status_code == 200
+    assert [entry.request_id for entry in response.context["cl"].result_list] == [2]
+
+
+ROUND_OUTCOME = {"result": True, "resultType": "input_required", "round": "abc123"}
