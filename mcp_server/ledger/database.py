@@ -172,6 +172,7 @@ class DatabaseLedger(Ledger):
                 created=record.created,
                 deadline=record.deadline,
                 lease_expires=record.lease_expires,
+                round_of=record.round_of,
             )
         except IntegrityError as exc:
             raise DuplicateRequest(record.request_key) from exc

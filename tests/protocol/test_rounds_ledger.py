@@ -11,11 +11,16 @@ import asyncio
 from typing import Any
 
 import pytest
+from django.core.cache import caches
 from django.test import Client
 from django.utils import timezone
 
 from mcp_server.core.context import Context, SessionState
+from mcp_server.core.records import LedgerRecord
 from mcp_server.core.rounds import round_token
+from mcp_server.core.states import State
+from mcp_server.ledger.cache import CacheLedger
+from mcp_server.ledger.database import DatabaseLedger
 from mcp_server.models import LedgerEntry
 from mcp_server.protocol.serving import start_request
 from mcp_server.protocol.settlement import PendingRequest, outcome_of
@@ -23,6 +28,7 @@ from mcp_server.registry.server import MCPServer
 from mcp_server.runtime import Runtime
 from mcp_server.wire.jsonrpc import JSONRPCRequest
 from tests.peers import RecordingPeer
+from tests.raw import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -65,8 +71,17 @@ async def send(runtime: Runtime, request_id: int, params: dict[str, Any]) -> dic
     return response
 
 
-async def rows() -> list[LedgerEntry]:
-    return [row async for row in LedgerEntry.objects.filter(method="tools/call").order_by("created", "pk")]
+async def settled_rows(runtime: Runtime, count: int) -> list[LedgerEntry]:
+    """The ``tools/call`` entries, once ``count`` of them are settled in the database (the writer's thread
+    has its own connection: a read here may see its last write a moment later)."""
+    await runtime.writer.flush()
+    entries = LedgerEntry.objects.filter(method="tools/call")
+
+    async def settled() -> bool:
+        return await entries.exclude(state=LedgerEntry.State.PENDING).acount() == count
+
+    await wait_for(settled, within=5)
+    return [row async for row in entries.order_by("created", "pk")]
 
 
 async def test_a_round_is_answered_and_its_retry_links_to_it() -> None:
@@ -77,8 +92,7 @@ async def test_a_round_is_answered_and_its_retry_links_to_it() -> None:
     retry = {**params, "inputResponses": {"user_name": ALICE}, "requestState": state}
     done = (await send(runtime, 2, retry))["result"]
     assert done["content"][0]["text"] == "Hello, Alice!"
-    await runtime.writer.flush()
-    round_row, retry_row = await rows()
+    round_row, retry_row = await settled_rows(runtime, 2)
     assert round_row.state == retry_row.state == LedgerEntry.State.ANSWERED  # each answered exactly once
     assert round_row.outcome == {"result": True, "resultType": "input_required", "round": round_token(state)}
     assert round_row.round_of == ""
@@ -92,8 +106,7 @@ async def test_a_refused_state_links_to_nothing() -> None:
     state = (await send(runtime, 1, params))["result"]["requestState"]
     refused = await send(runtime, 2, {**params, "requestState": state + "-TAMPERED"})
     assert refused["error"]["code"] == -32602
-    await runtime.writer.flush()
-    _round_row, refused_row = await rows()
+    _round_row, refused_row = await settled_rows(runtime, 2)
     assert refused_row.round_of == ""
     assert refused_row.outcome == {"error": {"code": -32602, "message": refused["error"]["message"]}}
 
@@ -116,3 +129,25 @@ def test_the_admin_finds_the_retry_of_a_round_by_its_token(admin_client: Client)
 
 
 ROUND_OUTCOME = {"result": True, "resultType": "input_required", "round": "abc123"}
+
+
+@pytest.mark.parametrize("backend", ["database", "cache"])
+async def test_both_ledger_backends_keep_the_link(backend: str) -> None:
+    caches["default"].clear()
+    ledger = (
+        DatabaseLedger({}) if backend == "database" else CacheLedger({"RETENTION": 60, "LEASE_TIMEOUT": 1})
+    )
+    now = timezone.now()
+    pending = LedgerRecord(
+        session_id=None, request_key="i:5", method="tools/call", round_of="abc", created=now
+    )
+    settled = LedgerRecord(
+        session_id=None, request_key="i:6", method="tools/call", round_of="def", created=now
+    )
+    settled.state, settled.outcome, settled.settled_at = State.ANSWERED, ROUND_OUTCOME, now
+    await ledger.awrite_batch([pending, settled], [])
+    stored = [await ledger.aget(pending), await ledger.aget(settled)]
+    assert [(r.round_of, r.outcome) for r in stored if r is not None] == [
+        ("abc", None),
+        ("def", ROUND_OUTCOME),
+    ]
