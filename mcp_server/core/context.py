@@ -149,9 +149,14 @@ class Context:
             return self._input_rounds().take(requests)
         for request in requests.values():
             self._require(request.capability)
-        keys = list(requests)
-        sent = [self.peer.request(r.method, r.params or None) for r in requests.values()]
-        return dict(zip(keys, await asyncio.gather(*sent), strict=True))
+        sent = [
+            asyncio.ensure_future(self.peer.request(r.method, r.params or None)) for r in requests.values()
+        ]
+        try:
+            return dict(zip(requests, await asyncio.gather(*sent), strict=True))
+        finally:  # one failed (or the request ended): the others stop waiting for their answers
+            for waiting in sent:
+                waiting.cancel()
 
     async def _ask(self, request: InputRequest, key: str | None) -> dict[str, Any]:
         if self.modern:

@@ -24,7 +24,7 @@ from mcp_server.protocol.outbound import OutboundTable
 from mcp_server.protocol.peer import RequestPeer
 from mcp_server.protocol.rounds import open_rounds
 from mcp_server.registry.server import MCPServer
-from mcp_server.wire.jsonrpc import JSONRPCResponse
+from mcp_server.wire.jsonrpc import JSONRPCResponse, WireError
 from mcp_server.wire.versions import MODERN_VERSIONS
 from tests.peers import RecordingPeer
 
@@ -362,3 +362,16 @@ async def test_a_handshake_input_round_sends_every_request_at_once() -> None:
         outbound.resolve("legacy", JSONRPCResponse(jsonrpc="2.0", id=a["id"], result=answers[a["method"]]))
     response, _state = await running
     assert response["result"]["content"][0]["text"] == "Hi Alice, 1"
+
+
+async def test_a_failed_answer_in_a_handshake_input_round_stops_waiting_for_the_others() -> None:
+    outbound = OutboundTable()
+    ctx, peer = legacy("tools/call", tool("all_three"), outbound)
+    running = asyncio.create_task(answer(ctx))
+    async with asyncio.timeout(5):
+        asked = [await peer.sent.get() for _ in range(3)]
+    refusal = WireError(jsonrpc="2.0", id=asked[0]["id"], error={"code": -1, "message": "The user closed it"})
+    assert outbound.resolve("legacy", refusal)
+    response, _state = await running
+    assert response["error"]["message"] == "The user closed it"
+    assert len(outbound) == 0  # nobody waits for the other two answers any more
