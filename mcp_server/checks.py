@@ -247,7 +247,7 @@ def check_store_timeout(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
 
 @register(Tags.compatibility)
 def check_request_state_max_age(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """E015: ``REQUEST_STATE_MAX_AGE`` is not a positive number of seconds."""
+    """E016: ``REQUEST_STATE_MAX_AGE`` is not a positive number of seconds."""
     if not isinstance(getattr(settings, "MCP_SERVER", {}), dict):
         return []  # E000 says so
     if _number(MCPSettings.from_django().REQUEST_STATE_MAX_AGE):
@@ -256,7 +256,7 @@ def check_request_state_max_age(app_configs: Any = None, **kwargs: Any) -> list[
         Error(
             "MCP_SERVER['REQUEST_STATE_MAX_AGE'] must be a positive number of seconds.",
             hint="It bounds how long a client may take to answer an input_required round.",
-            id="mcp_server.E015",
+            id="mcp_server.E016",
         )
     ]
 

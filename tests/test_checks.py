@@ -512,9 +512,9 @@ def test_manage_py_check_fails_on_a_warning_only_at_warning_level() -> None:
 
 
 @pytest.mark.parametrize("value", [0, -1, "5", True, None, float("inf"), [5]])
-def test_e015_request_state_max_age_must_be_positive_seconds(value: Any) -> None:
-    assert mcp_ids(MCP_SERVER=with_mcp(REQUEST_STATE_MAX_AGE=value)) == ["mcp_server.E015"]
+def test_e016_request_state_max_age_must_be_positive_seconds(value: Any) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(REQUEST_STATE_MAX_AGE=value)) == ["mcp_server.E016"]
 
 
-def test_e015_is_silent_for_a_positive_max_age() -> None:
+def test_e016_is_silent_for_a_positive_max_age() -> None:
     assert mcp_ids(MCP_SERVER=with_mcp(REQUEST_STATE_MAX_AGE=600)) == []
