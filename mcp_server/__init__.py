@@ -17,6 +17,7 @@ __all__ = [
     "Audio",
     "Context",
     "Image",
+    "InputRequest",
     "JSONRPCError",
     "MCPServer",
     "McpHeader",
@@ -31,6 +32,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from .core.context import Context
+    from .core.rounds import InputRequest
     from .models_as_tools import expose_model
     from .registry.results import Audio, Image
     from .registry.server import MCPServer, mcp
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "Context": "mcp_server.core.context",
+    "InputRequest": "mcp_server.core.rounds",
     "JSONRPCError": "mcp_server.wire.errors",
     "ResourceNotFound": "mcp_server.wire.errors",
     "ToolError": "mcp_server.wire.errors",

@@ -197,7 +197,7 @@ class LedgerEntryAdmin(LedgerEntryModelAdmin):
     )
     list_display_links = ("request",)
     list_filter = ("state", "method", AgeFilter)
-    search_fields = ("request_key", "method", "session__id")
+    search_fields = ("request_key", "method", "session__id", "round_of")
     search_help_text = "Request id, method or session id."
     readonly_fields = [f.name for f in LedgerEntry._meta.get_fields() if f.concrete]
     list_select_related = ("user",)

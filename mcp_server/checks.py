@@ -245,6 +245,22 @@ def check_store_timeout(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
     return []
 
 
+@register(Tags.compatibility)
+def check_request_state_max_age(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E016: ``REQUEST_STATE_MAX_AGE`` is not a positive number of seconds."""
+    if not isinstance(getattr(settings, "MCP_SERVER", {}), dict):
+        return []  # E000 says so
+    if _number(MCPSettings.from_django().REQUEST_STATE_MAX_AGE):
+        return []
+    return [
+        Error(
+            "MCP_SERVER['REQUEST_STATE_MAX_AGE'] must be a positive number of seconds.",
+            hint="It bounds how long a client may take to answer an input_required round.",
+            id="mcp_server.E016",
+        )
+    ]
+
+
 REDIS_CACHES = ("django.core.cache.backends.redis.RedisCache", "django_redis.cache.RedisCache")
 
 

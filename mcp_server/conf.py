@@ -53,6 +53,7 @@ DEFAULTS: dict[str, Any] = {
         "resources/templates/list": {"ttl_ms": 0, "cache_scope": "private"},
         "resources/read": {"ttl_ms": 0, "cache_scope": "private"},
     },
+    "REQUEST_STATE_MAX_AGE": 3600.0,
 }
 """Every key ``MCP_SERVER`` understands, with its default. The README's settings table mirrors this."""
 
@@ -94,6 +95,8 @@ class MCPSettings:
     ERROR_DETAIL: bool
     STORE_TIMEOUT: float
     CACHE_HINTS: dict[str, dict[str, Any]]
+    REQUEST_STATE_MAX_AGE: float
+    """Seconds a signed ``requestState`` (an ``input_required`` round at 2026-07-28) stays valid."""
     unknown_keys: tuple[str, ...] = field(default=())
 
     @classmethod

@@ -110,6 +110,16 @@ class LedgerEntry(models.Model):
         default="",
         help_text="The MCP revision the request was served at (2026-07-28 requests have no session).",
     )
+    round_of = models.CharField(
+        _("answers round"),
+        max_length=64,
+        blank=True,
+        default="",
+        db_index=True,
+        help_text=_(
+            "2026-07-28: the input_required round this request retries (that round's outcome['round'])."
+        ),
+    )
 
     class Meta:
         verbose_name = _("MCP request")

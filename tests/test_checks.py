@@ -532,3 +532,12 @@ def test_e015_partial_cache_hints_are_fine() -> None:
         mcp_ids(MCP_SERVER=with_mcp(CACHE_HINTS={"tools/list": {"ttl_ms": 60000, "cache_scope": "public"}}))
         == []
     )
+
+
+@pytest.mark.parametrize("value", [0, -1, "5", True, None, float("inf"), [5]])
+def test_e016_request_state_max_age_must_be_positive_seconds(value: Any) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(REQUEST_STATE_MAX_AGE=value)) == ["mcp_server.E016"]
+
+
+def test_e016_is_silent_for_a_positive_max_age() -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(REQUEST_STATE_MAX_AGE=600)) == []

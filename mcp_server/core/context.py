@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..wire.errors import JSONRPCError
+from ..wire.errors import INTERNAL_ERROR, JSONRPCError
 from ..wire.jsonrpc import RequestId
+from ..wire.versions import MODERN_VERSIONS
+from .rounds import INPUT_METHODS, InputRequest, InputRounds
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
@@ -54,6 +58,8 @@ class Context:
     user: Any = None
     runtime: Runtime | None = None
     """The worker process's runtime (pending requests, session cache, ledger writer)."""
+    rounds: InputRounds | None = None
+    """2026-07-28 ``tools/call``, ``prompts/get``, ``resources/read``: the answers the request carries."""
 
     @property
     def session_id(self) -> str | None:
@@ -114,15 +120,60 @@ class Context:
         """``log("error", data)``."""
         await self.log("error", data)
 
+    @property
+    def modern(self) -> bool:
+        """Whether the request is of the modern era (2026-07-28: no sessions, no requests to the client)."""
+        return self.session.protocol_version in MODERN_VERSIONS
+
     def _require(self, capability: str) -> None:
         if capability not in self.session.client_capabilities:
             raise JSONRPCError(-32600, f"The client did not declare the {capability!r} capability")
 
-    async def elicit(self, message: str, requested_schema: dict[str, Any]) -> dict[str, Any]:
-        """Ask the user for input (form elicitation); returns ``{"action": ..., "content": ...}``."""
-        self._require("elicitation")
-        params = {"mode": "form", "message": message, "requestedSchema": requested_schema}
-        return await self.peer.request("elicitation/create", params)
+    def _input_rounds(self) -> InputRounds:
+        if self.rounds is None:
+            raise JSONRPCError(
+                INTERNAL_ERROR,
+                f"{self.method} cannot ask the client for input at {self.session.protocol_version}: only "
+                f"{', '.join(sorted(INPUT_METHODS))} can",
+            )
+        return self.rounds
+
+    async def input_round(self, requests: Mapping[str, InputRequest]) -> dict[str, dict[str, Any]]:
+        """Ask the client several things at once; returns each result by its key.
+
+        Handshake era: sends the requests concurrently and waits for every answer. 2026-07-28: one
+        ``input_required`` round with all of them (the handler runs again, from the start, on the retry).
+        Keys must be unique within the request.
+        """
+        if self.modern:
+            return self._input_rounds().take(requests)
+        for request in requests.values():
+            self._require(request.capability)
+        sent = [
+            asyncio.ensure_future(self.peer.request(r.method, r.params or None)) for r in requests.values()
+        ]
+        try:
+            return dict(zip(requests, await asyncio.gather(*sent), strict=True))
+        finally:  # one failed (or the request ended): the others stop waiting for their answers
+            for waiting in sent:
+                waiting.cancel()
+
+    async def _ask(self, request: InputRequest, key: str | None) -> dict[str, Any]:
+        if self.modern:
+            rounds = self._input_rounds()
+            key = key or rounds.next_key(request)
+            return rounds.take({key: request})[key]
+        self._require(request.capability)
+        return await self.peer.request(request.method, request.params or None)
+
+    async def elicit(
+        self, message: str, requested_schema: dict[str, Any], *, key: str | None = None
+    ) -> dict[str, Any]:
+        """Ask the user for input (form elicitation); returns ``{"action": ..., "content": ...}``.
+
+        ``key`` names the input request at 2026-07-28 (default: ``elicitation-<n>``, n-th ask of the request).
+        """
+        return await self._ask(InputRequest.elicitation(message, requested_schema), key)
 
     async def sample(
         self,
@@ -130,20 +181,15 @@ class Context:
         *,
         max_tokens: int = 1000,
         system_prompt: str | None = None,
+        key: str | None = None,
         **extra: Any,
     ) -> dict[str, Any]:
         """Ask the client's model for a completion (``sampling/createMessage``)."""
-        self._require("sampling")
-        if isinstance(messages, str):
-            messages = [{"role": "user", "content": {"type": "text", "text": messages}}]
-        params: dict[str, Any] = {"messages": messages, "maxTokens": max_tokens, **extra}
-        if system_prompt is not None:
-            params["systemPrompt"] = system_prompt
-        return await self.peer.request("sampling/createMessage", params)
+        request = InputRequest.sampling(messages, max_tokens=max_tokens, system_prompt=system_prompt, **extra)
+        return await self._ask(request, key)
 
-    async def list_roots(self) -> list[dict[str, Any]]:
+    async def list_roots(self, *, key: str | None = None) -> list[dict[str, Any]]:
         """The client's roots (``roots/list``)."""
-        self._require("roots")
-        result = await self.peer.request("roots/list", None)
+        result = await self._ask(InputRequest.roots(), key)
         roots = result.get("roots", [])
         return roots if isinstance(roots, list) else []

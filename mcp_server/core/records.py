@@ -91,6 +91,8 @@ class LedgerRecord:
     state: str = State.PENDING
     settled_at: datetime | None = None
     outcome: dict[str, Any] | None = None
+    round_of: str = ""
+    """2026-07-28: the token of the ``input_required`` round this retry answers (its ``outcome["round"]``)."""
     pk: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
     protocol_version: str = ""

@@ -32,6 +32,7 @@ def _row_values(record: LedgerRecord) -> dict[str, Any]:
         "settled_at": record.settled_at,
         "outcome": record.outcome,
         "protocol_version": record.protocol_version,
+        "round_of": record.round_of,
     }
 
 
@@ -50,6 +51,7 @@ def _record(row: Any) -> LedgerRecord:
         state=row.state,
         settled_at=row.settled_at,
         outcome=row.outcome,
+        round_of=row.round_of,
         pk=row.pk,
         protocol_version=row.protocol_version,
     )
@@ -70,6 +72,7 @@ COLUMNS = (
     "settled_at",
     "outcome",
     "protocol_version",
+    "round_of",
 )
 """The columns a batch writes, in ``LedgerRecord``'s names (they are the model's attribute names too)."""
 
@@ -173,6 +176,7 @@ class DatabaseLedger(Ledger):
                 deadline=record.deadline,
                 lease_expires=record.lease_expires,
                 protocol_version=record.protocol_version,
+                round_of=record.round_of,
             )
         except IntegrityError as exc:
             raise DuplicateRequest(record.request_key) from exc

@@ -153,8 +153,11 @@ BUILTINS: dict[str, Handler] = {
 
 
 def _validate(ctx: Context) -> None:
+    params = ctx.params or None
+    if ctx.rounds is not None and params is not None:  # answers are checked by the ask they answer (rounds)
+        params = {k: v for k, v in params.items() if k != "inputResponses"}
     try:
-        parse_client_request(ctx.method, ctx.session.protocol_version, ctx.params or None)
+        parse_client_request(ctx.method, ctx.session.protocol_version, params)
     except KeyError as exc:
         raise JSONRPCError(
             METHOD_NOT_FOUND, f"Method not found: {ctx.method} (protocol {ctx.session.protocol_version})"

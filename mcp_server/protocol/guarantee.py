@@ -14,10 +14,12 @@ from typing import Any
 
 from ..conf import mcp_settings
 from ..core.context import Context
+from ..core.rounds import InputRequired
 from ..core.states import State
 from ..wire.errors import INTERNAL_ERROR, REQUEST_TIMEOUT, JSONRPCError
 from ..wire.jsonrpc import error_response, result_response
 from .middleware import get_chain
+from .rounds import input_required_result, open_rounds
 
 __all__ = ["answer", "deadline_for", "name_of"]
 
@@ -55,12 +57,18 @@ async def answer(ctx: Context, seconds: float | None = None) -> tuple[dict[str, 
     """Exactly one response for ``ctx``'s request, and the ledger state it settles in.
 
     Raises only ``CancelledError`` (the request was cancelled, or its session closed, by someone else).
+    At 2026-07-28 a handler that needs the client's input (``ctx.elicit`` and the like, without an answer in
+    the request) is answered ``input_required``: a settled answer, like any result.
     """
     chain = get_chain(tuple(mcp_settings.MIDDLEWARE))
     scope = asyncio.timeout(seconds)
     try:
         async with scope:
+            if ctx.rounds is None:
+                ctx.rounds = open_rounds(ctx)
             result = await chain(ctx)
+    except InputRequired as signal:
+        return result_response(ctx.request_id, input_required_result(ctx, signal)), State.ANSWERED
     except TimeoutError as exc:
         if not scope.expired():
             return error_response(ctx.request_id, _internal_error(ctx, exc)), State.ANSWERED

@@ -21,6 +21,7 @@ from ..wire.versions import negotiate
 from .guarantee import answer, deadline_for, name_of
 from .lifecycle import initialize_result
 from .peer import RequestPeer
+from .rounds import previous_round
 from .settlement import ANSWERED, CLOSED, Deliver, PendingRequest
 
 if TYPE_CHECKING:
@@ -139,6 +140,7 @@ async def start_request(
         seconds=seconds,
         lease=float(mcp_settings.LEASE_TIMEOUT),
         protocol_version=session.protocol_version,
+        round_of=previous_round(ctx),
     )
     peer.entry = entry
     if entry.state == "pending":  # a cancel that overtook it has settled it already

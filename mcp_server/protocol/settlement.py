@@ -30,6 +30,7 @@ from ..core.records import (
     storable,
     storable_outcome,
 )
+from ..core.rounds import round_token
 from ..core.states import State
 from ..core.stores import StoreUnavailable
 from ..wire.errors import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_ABORTED, JSONRPCError
@@ -97,11 +98,18 @@ def aborted_response(request_id: RequestId) -> dict[str, Any]:
 
 def outcome_of(response: dict[str, Any] | None) -> dict[str, Any] | None:
     """What the ledger keeps of a response: the error (its message as every backend can store it), or that
-    there was a result."""
+    there was a result (an ``input_required`` round: marked so, with the token its retries link to)."""
     if response is None:
         return None
     if "error" in response:
         return storable_outcome({"error": response["error"]})
+    result = response.get("result")
+    if isinstance(result, dict) and result.get("resultType") == "input_required":
+        return {
+            "result": True,
+            "resultType": "input_required",
+            "round": round_token(result.get("requestState")),
+        }
     return {"result": True}
 
 
@@ -175,11 +183,13 @@ class RequestTable:
         seconds: float | None = None,
         lease: float = 30.0,
         protocol_version: str = "",
+        round_of: str = "",
     ) -> PendingRequest:
         """Take an arriving request. Raises -32600 for an id pending in the same session, or one no
         request may have (see :func:`~mcp_server.wire.jsonrpc.id_problem`; the transports refuse it first).
 
         A request whose cancel arrived first (I9) is settled as cancelled at once: it never runs.
+        ``round_of`` links a retry to the ``input_required`` round it answers (2026-07-28).
         """
         if (problem := id_problem(request_id)) is not None:
             raise JSONRPCError(INVALID_REQUEST, f"Invalid request: {problem}")
@@ -199,6 +209,7 @@ class RequestTable:
             deadline=now + timedelta(seconds=seconds) if seconds else None,
             lease_expires=now + timedelta(seconds=lease),
             protocol_version=protocol_version,
+            round_of=round_of,
         )
         entry = PendingRequest(record=record, request_id=request_id, deliver=deliver)
         try:

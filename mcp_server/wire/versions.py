@@ -8,6 +8,7 @@ __all__ = [
     "BATCH_VERSIONS",
     "DEFAULT_HEADER_VERSION",
     "LATEST_VERSION",
+    "MODERN_VERSIONS",
     "SUPPORTED_VERSIONS",
     "negotiate",
 ]
@@ -16,6 +17,9 @@ SUPPORTED_VERSIONS: tuple[str, ...] = tuple(HANDSHAKE_PROTOCOL_VERSIONS)
 """Handshake-era revisions, oldest first."""
 
 LATEST_VERSION = SUPPORTED_VERSIONS[-1]
+
+MODERN_VERSIONS: tuple[str, ...] = ("2026-07-28",)
+"""Revisions of the modern era: per-request ``_meta``, no sessions, no server-to-client requests."""
 
 DEFAULT_HEADER_VERSION = "2025-03-26"
 """Assumed when a request after ``initialize`` carries no ``MCP-Protocol-Version`` header."""

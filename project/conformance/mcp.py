@@ -17,6 +17,7 @@ from mcp_server import Audio, Context, Image, McpHeader, MCPServer, MissingClien
 from mcp_server.updates import anotify_list_changed, anotify_resource_updated
 from project.mcp_servers import conformance
 
+from . import rounds  # noqa: F401  (the MRTR fixtures of 2026-07-28)
 from .assets import png_pixel, wav_silence
 
 __all__ = ["JSON_SCHEMA_2020_12", "STEP_DELAY", "WATCHED_URI", "notify_watched_resource_changed"]
