@@ -17,6 +17,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from mcp_server.wire.jsonrpc import MAX_DEPTH
+
 __all__ = [
     "Deep",
     "Raw",
@@ -67,7 +69,8 @@ def may_fail_to_parse(value: Any) -> bool:
     if isinstance(value, Raw):
         return True
     if isinstance(value, Deep):
-        return value.depth >= 400  # the parser's limit depends on the stack it runs at
+        # Past MAX_DEPTH levels in all, counting the (few) containers around it, the body is refused.
+        return value.depth > MAX_DEPTH - 16
     if isinstance(value, float):
         return value != value or value in (float("inf"), float("-inf"))
     if isinstance(value, dict):

@@ -79,15 +79,38 @@ def dumps(message: Any) -> bytes:
     return json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
 
 
+MAX_DEPTH = 256
+"""Arrays and objects nested deeper than this are refused (-32700), whatever the interpreter's own limit
+(Python 3.11's parser stops near 1,000 levels, 3.13's goes much deeper; a reply that deep could not be
+encoded again)."""
+
+
 def decode_body(body: bytes) -> Any:
     """Parse a request body (UTF-8, or UTF-16/32 with its byte order mark); raise -32700 when it is not
-    JSON: invalid UTF-8, ``NaN`` or ``Infinity``, or nesting deeper than the parser can go."""
+    JSON: invalid UTF-8, ``NaN`` or ``Infinity``, or nesting deeper than :data:`MAX_DEPTH`."""
     try:
-        return _DECODER.decode(body.decode(json.detect_encoding(body)))
+        value = _DECODER.decode(body.decode(json.detect_encoding(body)))
     except RecursionError:
         raise JSONRPCError(PARSE_ERROR, "Parse error: JSON nested too deeply") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise JSONRPCError(PARSE_ERROR, f"Parse error: {exc}") from exc
+    if body.count(b"[") + body.count(b"{") > MAX_DEPTH and _deeper_than(value, MAX_DEPTH):
+        raise JSONRPCError(PARSE_ERROR, "Parse error: JSON nested too deeply")
+    return value
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests arrays/objects more than ``limit`` levels (iteratively: no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 def encodable(text: str) -> bool:

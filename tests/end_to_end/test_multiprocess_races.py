@@ -320,10 +320,15 @@ async def pending_pk(site: Site, session_id: str, request_id: int | str) -> int:
 
 
 async def settled_entry(site: Site, pk: int, within: float = REPLY_WITHIN) -> Entry:
-    """The record ``pk`` once its settlement is written (behind the reply that settled it)."""
+    """The record ``pk`` once its settlement is written (behind the reply that settled it).
+
+    Waits for ``settled_at``, not only the state: the cache ledger's compare-and-set key (the state) is
+    written a moment before the record that carries the outcome.
+    """
 
     async def settled() -> bool:
-        return (await ledger_entry(site, pk)).state != "pending"
+        entry = await ledger_entry(site, pk)
+        return entry.state != "pending" and entry.settled_at is not None
 
     await wait_for(settled, f"the settlement of ledger record {pk} to be written", within=within)
     return await ledger_entry(site, pk)

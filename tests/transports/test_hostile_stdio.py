@@ -104,23 +104,23 @@ HOSTILE_LINES: list[tuple[str, bytes, Any, int | None]] = [
     ),
     ("nul-tool-name", line(call(24, "no\x00such")), 24, -32602),
     ("surrogate-tool-name", line(call(25, SURROGATE)), 25, -32602),
-    (
-        "deep-params-600",
+    (  # within MAX_DEPTH: an answer with its id
+        "deep-params-200",
         b'{"jsonrpc": "2.0", "id": 26, "method": "test/echo", "params": {"d": '
-        + b"[" * 600
-        + b"]" * 600
+        + b"[" * 200
+        + b"]" * 200
         + b"}}\n",
         26,
         None,
     ),
-    (
+    (  # past MAX_DEPTH: refused as a whole, like any body too deep to parse
         "deep-params-950",
         b'{"jsonrpc": "2.0", "id": 27, "method": "test/echo", "params": {"d": '
         + b"[" * 950
         + b"]" * 950
         + b"}}\n",
-        27,
         None,
+        -32700,
     ),
 ]
 

@@ -10,6 +10,7 @@ import pytest
 
 from mcp_server.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, JSONRPCError
 from mcp_server.wire.jsonrpc import (
+    MAX_DEPTH,
     MAX_ID_LENGTH,
     MAX_INT_ID,
     MAX_METHOD_LENGTH,
@@ -45,12 +46,18 @@ def request(request_id: Any, method: str = "ping") -> dict[str, Any]:
 # -- decoding ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("depth", [1_000, 100_000])
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 1_000, 100_000])
 def test_deep_nesting_is_a_parse_error(depth: int) -> None:
     with pytest.raises(JSONRPCError) as caught:
         decode_body(b"[" * depth + b"]" * depth)
     assert caught.value.code == PARSE_ERROR
     assert "nested too deeply" in caught.value.message
+
+
+def test_nesting_up_to_the_limit_is_json() -> None:
+    assert decode_body(b"[" * MAX_DEPTH + b"]" * MAX_DEPTH) is not None
+    wide = b"[" + b",".join([b"[1]"] * (MAX_DEPTH * 4)) + b"]"  # many brackets, shallow: accepted
+    assert len(decode_body(wide)) == MAX_DEPTH * 4
 
 
 @pytest.mark.parametrize("constant", [b"NaN", b"Infinity", b"-Infinity"])
