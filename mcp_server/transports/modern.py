@@ -16,7 +16,8 @@ from ..runtime import Runtime
 from ..wire.errors import JSONRPCError
 from ..wire.jsonrpc import JSONRPCRequest, decode_body, echoable_id, parse_message
 from ..wire.modern import PROTOCOL_VERSION_KEY, has_envelope, http_status, is_modern_header
-from .rules import Headers, HTTPProblem, accepts, is_json_content_type
+from .post import read_json_body
+from .rules import Headers, HTTPProblem
 
 __all__ = ["ALLOW_POST", "ModernPost", "header_lists", "is_modern_post", "modern_not_allowed"]
 
@@ -63,16 +64,7 @@ class ModernPost:
         """``(request, session)`` for a request, ``(None, None)`` for a notification (202).
 
         Raises ``HTTPProblem`` (4xx, with the id when it could be read) for anything the ladder refuses."""
-        if not accepts(headers, "application/json", "text/event-stream"):
-            raise HTTPProblem(
-                406, "Not Acceptable: the client must accept both application/json and text/event-stream"
-            )
-        if not is_json_content_type(headers):
-            raise HTTPProblem(415, "Unsupported Media Type: Content-Type must be application/json")
-        try:
-            payload = decode_body(body)
-        except JSONRPCError as exc:
-            raise HTTPProblem(400, exc.message, code=exc.code) from exc
+        payload = read_json_body(headers, body)
         if not isinstance(payload, dict):
             raise HTTPProblem(400, "Invalid Request: one JSON-RPC request or notification per POST")
         request_id = echoable_id(payload.get("id"))

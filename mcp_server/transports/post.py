@@ -9,17 +9,16 @@ from ..wire.errors import JSONRPCError
 from ..wire.jsonrpc import IncomingMessage, JSONRPCRequest, decode_body, echoable_id, parse_message, refusal
 from .rules import Headers, HTTPProblem, accepts, is_json_content_type
 
-__all__ = ["HANDSHAKE_HEADER", "parse_post"]
+__all__ = ["HANDSHAKE_HEADER", "parse_post", "read_json_body"]
 
 logger = logging.getLogger("mcp_server.http")
 
 HANDSHAKE_HEADER = "mcp-protocol-version"
 
 
-def parse_post(
-    headers: Headers, body: bytes
-) -> tuple[list[IncomingMessage | dict[str, Any]], bool, JSONRPCRequest | None]:
-    """``(messages, is_batch, initialize request)``; invalid batch members become error responses."""
+def read_json_body(headers: Headers, body: bytes) -> Any:
+    """The JSON value a POST carries: 406 unless the client accepts JSON and SSE, 415 unless the body is
+    declared JSON, 400 (-32700) unless it parses."""
     if not accepts(headers, "application/json", "text/event-stream"):
         raise HTTPProblem(
             406, "Not Acceptable: the client must accept both application/json and text/event-stream"
@@ -27,9 +26,16 @@ def parse_post(
     if not is_json_content_type(headers):
         raise HTTPProblem(415, "Unsupported Media Type: Content-Type must be application/json")
     try:
-        payload = decode_body(body)
+        return decode_body(body)
     except JSONRPCError as exc:
         raise HTTPProblem(400, exc.message, code=exc.code) from exc
+
+
+def parse_post(
+    headers: Headers, body: bytes
+) -> tuple[list[IncomingMessage | dict[str, Any]], bool, JSONRPCRequest | None]:
+    """``(messages, is_batch, initialize request)``; invalid batch members become error responses."""
+    payload = read_json_body(headers, body)
     is_batch = isinstance(payload, list)
     items = payload if is_batch else [payload]
     if not items:
