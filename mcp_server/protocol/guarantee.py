@@ -20,6 +20,7 @@ from ..wire.errors import INTERNAL_ERROR, REQUEST_TIMEOUT, JSONRPCError
 from ..wire.jsonrpc import error_response, result_response
 from .middleware import get_chain
 from .rounds import input_required_result, open_rounds
+from .settlement import name_of
 
 __all__ = ["answer", "deadline_for", "name_of"]
 
@@ -34,15 +35,6 @@ def deadline_for(ctx: Context) -> float | None:
             return tool.timeout
     timeout = mcp_settings.REQUEST_TIMEOUT
     return float(timeout) if timeout else None
-
-
-def name_of(method: str, params: dict[str, Any]) -> str:
-    """The tool, prompt or resource a request names, for the ledger and the admin."""
-    if method in ("tools/call", "prompts/get"):
-        return str(params.get("name", ""))
-    if method.startswith("resources/"):
-        return str(params.get("uri", ""))
-    return ""
 
 
 def _internal_error(ctx: Context, exc: BaseException) -> JSONRPCError:

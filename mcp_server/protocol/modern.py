@@ -32,7 +32,7 @@ from ..wire.modern import (
     check_version,
 )
 from .lifecycle import server_capabilities, server_info
-from .settlement import ANSWERED, PendingRequest
+from .settlement import ANSWERED, PendingRequest, name_of
 
 if TYPE_CHECKING:
     from ..registry.server import MCPServer
@@ -162,7 +162,7 @@ async def record_refusal(
             message.id,
             message.method,
             _not_sent,
-            name=str(params.get("name") or params.get("uri") or ""),  # as guarantee.name_of (no cycle)
+            name=name_of(message.method, params),
             user_id=getattr(user, "pk", None),
             lease=float(mcp_settings.LEASE_TIMEOUT),
             protocol_version=version if isinstance(version, str) else "",

@@ -50,6 +50,7 @@ __all__ = [
     "RequestTable",
     "aborted_response",
     "closed_response",
+    "name_of",
     "outcome_of",
 ]
 
@@ -94,6 +95,19 @@ ABORT_MESSAGE = "Request aborted by an operator"
 def aborted_response(request_id: RequestId) -> dict[str, Any]:
     """The -32003 answer of a request an operator aborted."""
     return error_response(request_id, JSONRPCError(REQUEST_ABORTED, ABORT_MESSAGE))
+
+
+def name_of(method: str, params: dict[str, Any]) -> str:
+    """The tool, prompt or resource a request names, for the ledger and the admin."""
+    if method in ("tools/call", "prompts/get"):
+        return str(params.get("name", ""))
+    if method.startswith("resources/"):
+        return str(params.get("uri", ""))
+    return ""
+
+
+async def _answered_by_caller(entry: PendingRequest, response: dict[str, Any] | None) -> None:
+    """The delivery of a request refused while being opened: its caller answers the error it raised."""
 
 
 def outcome_of(response: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -217,9 +231,8 @@ class RequestTable:
         except DuplicateRequest:
             raise _duplicate(request_id) from None
         except StoreUnavailable as exc:  # the caller answers this error; the write may still land: settle it
-            record.state, record.settled_at = ANSWERED, timezone.now()
-            record.outcome = outcome_of(error_response(request_id, exc))
-            await self.sink.settled(record)
+            refused = PendingRequest(record=record, request_id=request_id, deliver=_answered_by_caller)
+            await self.settle(refused, ANSWERED, error_response(request_id, exc))
             raise
         if session_id is None:
             self._stateless.add(entry)
