@@ -197,8 +197,8 @@ class LedgerEntryAdmin(LedgerEntryModelAdmin):
     )
     list_display_links = ("request",)
     list_filter = ("state", "method", AgeFilter)
-    search_fields = ("request_key", "method", "session__id", "round_of")
-    search_help_text = "Request id, method or session id."
+    search_fields = ("request_key", "method", "session__id", "round_of", "client")
+    search_help_text = "Request id, method, session id or client."
     readonly_fields = [f.name for f in LedgerEntry._meta.get_fields() if f.concrete]
     list_select_related = ("user",)
     list_deferred = ("outcome",)

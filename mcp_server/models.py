@@ -110,6 +110,12 @@ class LedgerEntry(models.Model):
         default="",
         help_text="The MCP revision the request was served at (2026-07-28 requests have no session).",
     )
+    client = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        help_text=_("Name and version the client gave (at 2026-07-28 each request names its client)."),
+    )
     round_of = models.CharField(
         _("answers round"),
         max_length=64,

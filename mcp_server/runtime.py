@@ -268,7 +268,7 @@ class Runtime:
         elif isinstance(message, SessionChanged):
             self.sessions.forget(message.session_id)
         elif isinstance(message, AbortRequest):
-            entry = self.requests.get(message.session_id, message.key)
+            entry = self.requests.get(message.session_id, message.key, message.pk)
             aborted = entry is not None and await self.requests.settle(
                 entry, ABORTED, aborted_response(entry.request_id)
             )

@@ -50,7 +50,9 @@ async def _ask_holder(record: LedgerRecord) -> bool | None:
     # channels of one prefix in a process through one loop, and a receiver of another prefix holding the
     # layer's lock would hold up every other receiver of the process.
     reply_to = await layer.new_channel()
-    request = AbortRequest(session_id=record.session_id, key=record.request_key, reply_to=reply_to)
+    request = AbortRequest(
+        session_id=record.session_id, key=record.request_key, reply_to=reply_to, pk=record.pk
+    )
     await layer.send(record.channel, to_event(request))
     try:
         async with asyncio.timeout(REPLY_TIMEOUT):

@@ -85,7 +85,7 @@ async def _rows(records: list[LedgerRecord], now: datetime) -> list[dict[str, An
                 "method": record.method,
                 "name": record.name,
                 "session": record.session_id or "",
-                "client": clients.get(record.session_id or "", ""),
+                "client": record.client or clients.get(record.session_id or "", ""),
                 "user": users.get(record.user_id, "") if record.user_id is not None else "",
                 "worker": record.worker,
                 "created": created.isoformat(),

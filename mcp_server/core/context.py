@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ..registry.server import MCPServer
     from ..runtime import Runtime
 
-__all__ = ["LOG_LEVELS", "Context", "Peer", "SessionState"]
+__all__ = ["LOG_LEVELS", "Context", "Peer", "SessionState", "client_label"]
 
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
@@ -42,6 +42,19 @@ class SessionState:
     client_capabilities: dict[str, Any] = field(default_factory=dict)
     client_info: dict[str, Any] = field(default_factory=dict)
     log_level: str | None = None
+
+    @property
+    def client_label(self) -> str:
+        """``"name version"`` from the client's ``clientInfo`` (empty when it sent none)."""
+        return client_label(self.client_info)
+
+
+def client_label(client_info: Any) -> str:
+    """``"name version"`` from a ``clientInfo`` object (empty when it is missing or malformed)."""
+    if not isinstance(client_info, dict):
+        return ""
+    parts = (client_info.get("name"), client_info.get("version"))
+    return " ".join(part for part in parts if isinstance(part, str) and part)
 
 
 @dataclass

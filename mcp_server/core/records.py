@@ -21,6 +21,7 @@ from ..wire.jsonrpc import MAX_METHOD_LENGTH
 from .states import State
 
 __all__ = [
+    "CLIENT_LENGTH",
     "NAME_LENGTH",
     "DuplicateRequest",
     "Ledger",
@@ -32,6 +33,8 @@ __all__ = [
 ]
 
 NAME_LENGTH = 300
+CLIENT_LENGTH = 200
+"""Characters of ``"name version"`` the ledger keeps of a client."""
 """What the ledger keeps of the tool, prompt or resource a request names (characters)."""
 
 
@@ -97,6 +100,8 @@ class LedgerRecord:
     extra: dict[str, Any] = field(default_factory=dict)
     protocol_version: str = ""
     """The MCP revision the request was served at (a 2026-07-28 request has no session)."""
+    client: str = ""
+    """``"name version"`` of the client that sent it (at 2026-07-28 from the request's own ``clientInfo``)."""
 
     @property
     def request_id(self) -> str | int:
@@ -112,6 +117,7 @@ def make_storable(record: LedgerRecord) -> None:
     record.worker = storable(record.worker, 200)
     record.channel = storable(record.channel, 200)
     record.protocol_version = storable(record.protocol_version, 20)
+    record.client = storable(record.client, CLIENT_LENGTH)
     record.outcome = storable_outcome(record.outcome)
 
 

@@ -33,6 +33,7 @@ def _row_values(record: LedgerRecord) -> dict[str, Any]:
         "outcome": record.outcome,
         "protocol_version": record.protocol_version,
         "round_of": record.round_of,
+        "client": record.client,
     }
 
 
@@ -54,6 +55,7 @@ def _record(row: Any) -> LedgerRecord:
         round_of=row.round_of,
         pk=row.pk,
         protocol_version=row.protocol_version,
+        client=row.client,
     )
 
 
@@ -73,6 +75,7 @@ COLUMNS = (
     "outcome",
     "protocol_version",
     "round_of",
+    "client",
 )
 """The columns a batch writes, in ``LedgerRecord``'s names (they are the model's attribute names too)."""
 

@@ -13,7 +13,7 @@ from mcp_types.methods import parse_client_request, serialize_server_result
 from pydantic import ValidationError
 
 from ..conf import mcp_settings
-from ..core.context import Context, SessionState
+from ..core.context import Context, SessionState, client_label
 from ..core.stores import StoreUnavailable, bounded
 from ..wire.errors import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, JSONRPCError
 from ..wire.jsonrpc import JSONRPCRequest, error_response, result_response
@@ -80,6 +80,7 @@ async def answer_initialize(
             user_id=getattr(user, "pk", None),
             lease=float(mcp_settings.LEASE_TIMEOUT),
             protocol_version=version,
+            client=client_label(params.get("clientInfo")),
         )
         result = serialize_server_result("initialize", version, initialize_result(server, params))
         response = result_response(message.id, result)
@@ -141,6 +142,7 @@ async def start_request(
         lease=float(mcp_settings.LEASE_TIMEOUT),
         protocol_version=session.protocol_version,
         round_of=previous_round(ctx),
+        client=session.client_label,
     )
     peer.entry = entry
     if entry.state == "pending":  # a cancel that overtook it has settled it already

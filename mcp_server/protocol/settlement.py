@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from django.utils import timezone
 
 from ..core.records import (
+    CLIENT_LENGTH,
     NAME_LENGTH,
     DuplicateRequest,
     LedgerRecord,
@@ -181,8 +182,11 @@ class RequestTable:
         entries = [*self._entries.values(), *self._stateless]
         return [e for e in entries if session_id is None or e.session_id == session_id]
 
-    def get(self, session_id: str | None, key: str) -> PendingRequest | None:
-        """The pending request with that session and stored id, if held here."""
+    def get(self, session_id: str | None, key: str, pk: Any = None) -> PendingRequest | None:
+        """The pending request with that session and stored id, if held here. A sessionless request is
+        named by its ledger key ``pk`` as well: several clients may use the same id."""
+        if session_id is None:
+            return next((e for e in self._stateless if e.record.pk == pk and e.key[1] == key), None)
         return self._entries.get((session_id, key))
 
     async def open(
@@ -198,6 +202,7 @@ class RequestTable:
         lease: float = 30.0,
         protocol_version: str = "",
         round_of: str = "",
+        client: str = "",
     ) -> PendingRequest:
         """Take an arriving request. Raises -32600 for an id pending in the same session, or one no
         request may have (see :func:`~mcp_server.wire.jsonrpc.id_problem`; the transports refuse it first).
@@ -224,6 +229,7 @@ class RequestTable:
             lease_expires=now + timedelta(seconds=lease),
             protocol_version=protocol_version,
             round_of=round_of,
+            client=storable(client, CLIENT_LENGTH),
         )
         entry = PendingRequest(record=record, request_id=request_id, deliver=deliver)
         try:

@@ -79,6 +79,8 @@ class AbortRequest:
     session_id: str | None
     key: str
     reply_to: str = ""
+    pk: Any = None
+    """The ledger key: names a sessionless (2026-07-28) request, whose id other clients may use too."""
 
 
 @dataclass(frozen=True)

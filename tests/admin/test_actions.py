@@ -194,3 +194,46 @@ async def test_live_page_abort_endpoint(
     assert len(admin_log(server, pk)) == 1
     assert (await admin.get(abort)).status_code == 405
     assert (await admin.post(abort, data={"pk": [str(pk)]})).status_code == 403  # no CSRF token
+
+
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+MODERN_HEADERS = {
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": "2026-07-28",
+    "Mcp-Method": "tools/call",
+    "Mcp-Name": "slow",
+}
+
+
+async def test_abort_names_a_sessionless_request_among_others_with_its_id(
+    server: LiveServer, http: httpx.AsyncClient, admin: httpx.AsyncClient
+) -> None:
+    """Two 2026-07-28 clients use the same id; aborting one row answers that client only, and each row
+    names the client that sent it (no session holds it)."""
+
+    def call(client: str) -> asyncio.Task[httpx.Response]:
+        meta = {**MODERN_META, "io.modelcontextprotocol/clientInfo": {"name": client, "version": "9"}}
+        payload = rpc("tools/call", {**SLOW, "_meta": meta}, 5)
+        return asyncio.create_task(http.post(server.url, json=payload, headers=MODERN_HEADERS))
+
+    first, second = call("first-client"), call("second-client")
+    sql = (
+        "SELECT * FROM mcp_server_ledgerentry WHERE session_id IS NULL AND request_key = 'i:5' AND client = ?"
+    )
+    async with asyncio.timeout(10):
+        while not (query(server, sql, "first-client 9") and query(server, sql, "second-client 9")):  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+    [row] = query(server, sql + " AND state = 'pending'", "second-client 9")
+
+    await run_action(admin, "ledgerentry", "abort_requests", [row["id"]])
+    assert responses_to(await asyncio.wait_for(second, 10), 5)[0]["error"]["code"] == REQUEST_ABORTED
+    assert not first.done()
+    [other] = query(server, sql, "first-client 9")
+    assert other["state"] == "pending"
+    first.cancel()  # at 2026-07-28 a client cancels by closing its connection
+    async with asyncio.timeout(10):
+        while query(server, sql + " AND state = 'pending'", "first-client 9"):  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
