@@ -186,6 +186,8 @@ class RequestTable:
         """The pending request with that session and stored id, if held here. A sessionless request is
         named by its ledger key ``pk`` as well: several clients may use the same id."""
         if session_id is None:
+            if pk is None:  # not stored yet (the ledger is written behind): nobody can name it
+                return None
             return next((e for e in self._stateless if e.record.pk == pk and e.key[1] == key), None)
         return self._entries.get((session_id, key))
 

@@ -302,6 +302,12 @@ async def test_stateless_entries_never_collide(s: Setup) -> None:
     assert set(s.table.pending()) == {entries[0], entries[2]}
     assert s.replies.got == [(entries[1], result_response(1, {"which": 1}))]
     assert len(await s.ledger_pending()) == 2
+    # Once stored, each is named by its ledger key (an operator's abort names it so).
+    assert entries[0].record.pk is not None
+    assert entries[2].record.pk is not None
+    assert s.table.get(None, request_key(1), entries[2].record.pk) is entries[2]
+    assert s.table.get(None, request_key(2), entries[2].record.pk) is None
+    assert s.table.get(None, request_key(1), entries[1].record.pk) is None  # settled: no longer held
 
 
 def test_the_ledger_keeps_that_there_was_a_result_or_the_error() -> None:
