@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from django.db import IntegrityError, connections, router, transaction
@@ -83,6 +84,63 @@ RENEW_CHUNK = 500
 """Leases renewed per ``UPDATE`` (their pks are its parameters)."""
 
 
+class _InsertPlan:
+    """How a batch of records becomes one ``INSERT ... RETURNING`` per chunk on one connection: the column
+    list, and per column the one conversion its values need there (datetimes and JSON through the
+    backend's own adapters; text and integers as they are). Built once per connection, not per row."""
+
+    def __init__(self, model: Any, connection: Any) -> None:
+        meta = model._meta
+        fields = [meta.get_field(column) for column in COLUMNS]
+        quote = connection.ops.quote_name
+        self.table = quote(meta.db_table)
+        self.columns = ", ".join(quote(field.column) for field in fields)
+        self.row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
+        self.returning = quote("id")
+        self.rows_per_statement = max(1, connection.ops.bulk_batch_size(fields, [None] * 10_000))
+        adapt_datetime = connection.ops.adapt_datetimefield_value
+        self.converters: list[Callable[[Any], Any] | None] = []
+        for field in fields:
+            kind = field.get_internal_type()
+            if kind == "DateTimeField":
+                self.converters.append(adapt_datetime)
+            elif kind == "JSONField":
+                self.converters.append(partial(_prep_save, field, connection))
+            else:  # text and integer columns (keys included) are stored as the record holds them
+                self.converters.append(None)
+        self._sql: dict[int, str] = {}
+
+    def values(self, row: dict[str, Any]) -> list[Any]:
+        """One row's parameters, in column order."""
+        return [
+            value if convert is None or value is None else convert(value)
+            for convert, value in zip(self.converters, map(row.__getitem__, COLUMNS), strict=True)
+        ]
+
+    def sql(self, rows: int) -> str:
+        """The statement for ``rows`` rows (cached per size)."""
+        statement = self._sql.get(rows)
+        if statement is None:
+            statement = self._sql[rows] = (
+                f"INSERT INTO {self.table} ({self.columns}) VALUES {', '.join([self.row_sql] * rows)} "
+                f"RETURNING {self.returning}"
+            )
+        return statement
+
+
+def _prep_save(field: Any, connection: Any, value: Any) -> Any:
+    return field.get_db_prep_save(value, connection)
+
+
+def _insert_plan(model: Any, connection: Any) -> _InsertPlan:
+    """The connection's insert plan (kept on the connection object, which lives in one thread)."""
+    plan: _InsertPlan | None = getattr(connection, "_mcp_ledger_insert_plan", None)
+    if plan is None:
+        plan = _InsertPlan(model, connection)
+        connection._mcp_ledger_insert_plan = plan
+    return plan
+
+
 class DatabaseLedger(Ledger):
     """Rows in ``mcp_server_ledgerentry``; settlement is ``UPDATE ... WHERE state = 'pending'``.
 
@@ -138,29 +196,19 @@ class DatabaseLedger(Ledger):
 
     def _insert(self, connection: Any, records: list[LedgerRecord]) -> None:
         model = self.model
-        meta = model._meta
-        fields = [meta.get_field(column) for column in COLUMNS]
         if not connection.features.can_return_rows_from_bulk_insert:
             rows = model.objects.bulk_create([model(**_row_values(r)) for r in records])
             for record, row in zip(records, rows, strict=True):
                 record.pk = row.pk
             return
-        quote = connection.ops.quote_name
-        columns = ", ".join(quote(field.column) for field in fields)
-        row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
-        size = max(1, connection.ops.bulk_batch_size(fields, records))
+        plan = _insert_plan(model, connection)
         with connection.cursor() as cursor:
-            for start in range(0, len(records), size):
-                chunk = records[start : start + size]
+            for start in range(0, len(records), plan.rows_per_statement):
+                chunk = records[start : start + plan.rows_per_statement]
                 params: list[Any] = []
                 for record in chunk:
-                    values = _row_values(record)
-                    params += [field.get_db_prep_save(values[field.attname], connection) for field in fields]
-                cursor.execute(
-                    f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES "
-                    f"{', '.join([row_sql] * len(chunk))} RETURNING {quote('id')}",
-                    params,
-                )
+                    params += plan.values(_row_values(record))
+                cursor.execute(plan.sql(len(chunk)), params)
                 for record, (pk,) in zip(chunk, cursor.fetchall(), strict=True):
                     record.pk = pk
 
@@ -180,6 +228,7 @@ class DatabaseLedger(Ledger):
                 lease_expires=record.lease_expires,
                 protocol_version=record.protocol_version,
                 round_of=record.round_of,
+                client=record.client,
             )
         except IntegrityError as exc:
             raise DuplicateRequest(record.request_key) from exc
