@@ -64,7 +64,14 @@ def start(label: str, app: str, env: dict[str, str], asgi_server: str, log: Path
     return Server(label, process, port)
 
 
-def ours_env(workdir: Path, mode: str, postgres: str | None, redis: str | None, name: str) -> dict[str, str]:
+def ours_env(
+    workdir: Path,
+    mode: str,
+    postgres: str | None,
+    redis: str | None,
+    name: str,
+    settings: dict[str, Any] | None = None,
+) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
     if postgres:
         database = postgres
@@ -77,7 +84,7 @@ def ours_env(workdir: Path, mode: str, postgres: str | None, redis: str | None, 
         DJANGO_DEBUG="0",
         DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost",
         DATABASE_URL=database,
-        MCP_TEST_OVERRIDES=json.dumps({"RESPONSE_MODE": mode}),
+        MCP_TEST_OVERRIDES=json.dumps({**(settings or {}), "RESPONSE_MODE": mode}),
         PYTHONPATH=str(ROOT),
     )
     if redis:
@@ -166,9 +173,17 @@ def main() -> None:
         "--redis", action="store_true", help="this project's channel layer and cache on Redis"
     )
     parser.add_argument("--only", default="", help="comma-separated subset of: c16, c1, sse")
+    parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="KEY=JSON",
+        help="an MCP_SERVER setting for this project's server, e.g. LEDGER_FLUSH_INTERVAL=0 (repeatable)",
+    )
     parser.add_argument("--no-guarantee", action="store_true", help="skip the guarantee run")
     args = parser.parse_args()
     only = set(filter(None, args.only.split(",")))
+    settings = {key: json.loads(value) for key, _, value in (s.partition("=") for s in args.setting)}
     workdir = Path(tempfile.mkdtemp(prefix="mcp-compare-"))
     postgres = _postgres_database() if args.postgres else None
     redis = "redis://127.0.0.1:6379/9" if args.redis else None
@@ -180,6 +195,7 @@ def main() -> None:
     print(
         f"{args.rounds} alternating rounds of {args.requests} tools/call per server, {args.asgi_server}, "
         f"one worker process each; this project on {backend}"
+        + (f", settings {json.dumps(settings)}" if settings else "")
     )
     plans = [
         ("c16", "auto", "json", 16),
@@ -194,7 +210,7 @@ def main() -> None:
             if only and name not in only:
                 continue
             if mode not in ours_servers:
-                env = ours_env(workdir, mode, postgres, redis, f"ours-{mode}")
+                env = ours_env(workdir, mode, postgres, redis, f"ours-{mode}", settings)
                 ours_servers[mode] = start(
                     f"this project ({mode})",
                     "project.asgi:application",

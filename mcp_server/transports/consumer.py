@@ -30,7 +30,7 @@ from ..wire.errors import INTERNAL_ERROR, JSONRPCError
 from ..wire.jsonrpc import encode_message, encode_reply, error_response
 from ..wire.versions import BATCH_VERSIONS, DEFAULT_HEADER_VERSION, SUPPORTED_VERSIONS
 from . import sse
-from .exchange import PostExchange
+from .exchange import PostExchange, content_length
 from .modern import ALLOW_POST, ModernPost, is_modern_post, modern_not_allowed
 from .post import HANDSHAKE_HEADER, parse_post
 from .rules import Headers, HTTPProblem, accepts, check_origin_and_host, headers_of
@@ -240,7 +240,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         reading = ModernPost(self.server, self.scope.get("headers", []))
         message, session = await reading.read(headers, body, self.runtime, self.user)
         if message is None:
-            await self.send({"type": "http.response.start", "status": 202, "headers": []})
+            await self.send({"type": "http.response.start", "status": 202, "headers": [content_length(b"")]})
             await self.send({"type": "http.response.body", "body": b"", "more_body": False})
             return
         user = self.user if self.user is not None else AnonymousUser()
@@ -283,7 +283,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         session = await self._session(headers)
         assert session.id is not None
         await self.runtime.end_session(session.id, "session terminated by the client")
-        await self.send({"type": "http.response.start", "status": 200, "headers": []})
+        await self.send({"type": "http.response.start", "status": 200, "headers": [content_length(b"")]})
         await self.send({"type": "http.response.body", "body": b"", "more_body": False})
 
     # -- helpers ---------------------------------------------------------------------------------------
@@ -296,8 +296,8 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
     async def _json(
         self, status: int, payload: dict[str, Any], extra: list[tuple[bytes, bytes]] | None = None
     ) -> None:
-        headers = [(b"content-type", b"application/json"), *(extra or [])]
         body = encode_reply(payload).data
+        headers = [(b"content-type", b"application/json"), *(extra or []), content_length(body)]
         await self.send({"type": "http.response.start", "status": status, "headers": headers})
         await self.send({"type": "http.response.body", "body": body, "more_body": False})
 

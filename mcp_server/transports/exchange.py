@@ -26,11 +26,17 @@ from ..wire.modern import http_status
 from . import sse
 from .rules import HTTPProblem
 
-__all__ = ["PostExchange", "Send", "check_session_quota"]
+__all__ = ["PostExchange", "Send", "check_session_quota", "content_length"]
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 JSON_HEADERS = [(b"content-type", b"application/json")]
 SESSION_HEADER = b"mcp-session-id"
+
+
+def content_length(body: bytes) -> tuple[bytes, bytes]:
+    """The ``Content-Length`` header of a whole body: the server sends it as is, in one write, rather than
+    as chunks with a terminator (one system call fewer per response)."""
+    return (b"content-length", str(len(body)).encode())
 
 
 class _ExchangePeer(RequestPeer):
@@ -228,7 +234,11 @@ class PostExchange:
         else:
             body = b"[" + b",".join(held) + b"]" if self.is_batch else held[0]
             await self.send(
-                {"type": "http.response.start", "status": self.status, "headers": JSON_HEADERS + self.headers}
+                {
+                    "type": "http.response.start",
+                    "status": self.status,
+                    "headers": [*JSON_HEADERS, *self.headers, content_length(body)],
+                }
             )
             await self.send({"type": "http.response.body", "body": body, "more_body": False})
 
@@ -242,5 +252,7 @@ class PostExchange:
         await self.send({"type": "http.response.body", "body": sse.event(data), "more_body": True})
 
     async def _respond_accepted(self) -> None:
-        await self.send({"type": "http.response.start", "status": 202, "headers": self.headers})
+        await self.send(
+            {"type": "http.response.start", "status": 202, "headers": [*self.headers, content_length(b"")]}
+        )
         await self.send({"type": "http.response.body", "body": b"", "more_body": False})
