@@ -28,7 +28,7 @@ DEFAULTS: dict[str, Any] = {
     "LEDGER_BACKEND": "mcp_server.ledger.database.DatabaseLedger",
     "LEDGER_CACHE_ALIAS": "default",
     "LEDGER_RETENTION": 3600.0,
-    "LEDGER_FLUSH_INTERVAL": 0.01,
+    "LEDGER_FLUSH_INTERVAL": 0.05,
     "SESSION_CACHE_TTL": 5.0,
     "LEASE_TIMEOUT": 30.0,
     "SHUTDOWN_GRACE": 5.0,

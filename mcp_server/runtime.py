@@ -293,8 +293,14 @@ class Runtime:
 
     def _holding(self) -> Holding:
         """What this worker holds in the ledger: its pending requests and the settlements not yet written."""
-        pks = {e.record.pk for e in self.requests.pending() if e.record.pk is not None}
-        return Holding(pks | self.writer.held(), self.writer.oldest_unwritten())
+        pending = self.requests.pending()
+        pks = {e.record.pk for e in pending if e.record.pk is not None}
+        sessions = {e.session_id for e in pending if e.session_id is not None}
+        return Holding(
+            pks | self.writer.held(),
+            self.writer.oldest_unwritten(),
+            sessions | self.writer.unwritten_sessions(),
+        )
 
     async def _refused(self, record: LedgerRecord) -> None:
         await self.requests.refuse(record)

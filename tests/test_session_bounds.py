@@ -26,7 +26,7 @@ from django.utils import timezone
 from mcp_server.core.records import LedgerRecord, request_key
 from mcp_server.ledger import get_ledger
 from mcp_server.ledger.cache import CacheLedger
-from mcp_server.ledger.upkeep import Upkeep
+from mcp_server.ledger.upkeep import Holding, Upkeep
 from mcp_server.models import LedgerEntry, Session
 from mcp_server.sessions import (
     EXPIRED_REASON,
@@ -216,6 +216,23 @@ def test_a_session_with_a_pending_request_is_kept_until_the_request_is_settled(b
     LedgerEntry.objects.filter(pk=pending.pk).update(state="closed", settled_at=timezone.now())
     assert sweep() == {"sessions_expired": 0, "sessions_pruned": 1}
     assert not LedgerEntry.objects.filter(session_id="busy").exists()
+
+
+@pytest.mark.django_db
+def test_a_session_whose_last_record_is_not_written_yet_is_kept(bounds: Any) -> None:
+    """The ledger is written behind the requests: a session ended (its request answered -32000 in memory)
+    whose record the worker has not written yet is not pruned, or that row would land after the session
+    and its rows were deleted."""
+    make("writing", ended=2 * HOUR)
+    make("done", ended=2 * HOUR)
+    held = {"writing"}
+    upkeep = Upkeep(get_ledger(), "test-sweeper", holding=lambda: Holding(sessions=set(held)))
+    swept = async_to_sync(upkeep.sweep_sessions)(timezone.now())
+    assert swept == {"sessions_expired": 0, "sessions_pruned": 1}
+    assert set(Session.objects.values_list("pk", flat=True)) == {"writing"}
+    held.clear()  # its record landed
+    assert async_to_sync(upkeep.sweep_sessions)(timezone.now())["sessions_pruned"] == 1
+    assert not Session.objects.exists()
 
 
 @pytest.mark.django_db

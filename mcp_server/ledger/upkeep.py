@@ -54,6 +54,8 @@ class Holding:
     """Records still pending here: in the request table, or with a settlement not yet written."""
     oldest_unwritten: datetime | None = None
     """When the oldest request whose first write is not done arrived: no row after it can be a stray yet."""
+    sessions: set[str] = field(default_factory=set)
+    """Sessions with a request held here or a record not written yet: not to be pruned."""
 
 
 class Upkeep:
@@ -129,9 +131,16 @@ class Upkeep:
             expired = await aexpire_idle_sessions(idle_before, max_batches=max_batches)
         keep = float(mcp_settings.SESSION_RETENTION if retention is None else retention)
         pruned = await aprune_ended_sessions(
-            now - timedelta(seconds=keep), self.ledger.asessions_with_pending, max_batches=max_batches
+            now - timedelta(seconds=keep), self._busy, max_batches=max_batches
         )
         return {"sessions_expired": expired, "sessions_pruned": pruned}
+
+    async def _busy(self, session_ids: list[str]) -> set[str]:
+        """Of ``session_ids``, those with a pending row, or a request or record this worker still holds."""
+        busy = set(await self.ledger.asessions_with_pending(session_ids))
+        if self.holding is not None:
+            busy |= self.holding().sessions.intersection(session_ids)
+        return busy
 
     async def settle_strays(self, created_before: datetime, held: Holding) -> int:
         """Record -32000 for this worker's pending rows, older than ``created_before``, that it no longer

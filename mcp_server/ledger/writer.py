@@ -102,6 +102,18 @@ class LedgerWriter:
         records = [*self._updates.values(), *self._flushing.values(), *self._in_doubt.values()]
         return {r.pk for r in records if r.pk is not None}
 
+    def unwritten_sessions(self) -> set[str]:
+        """Sessions with a record this writer has yet to write (first write or settlement): the sweep keeps
+        them, so that a session is never pruned before the last row of it lands."""
+        records = [
+            *self._inserts.values(),
+            *self._writing.values(),
+            *self._updates.values(),
+            *self._flushing.values(),
+            *self._in_doubt.values(),
+        ]
+        return {r.session_id for r in records if r.session_id is not None}
+
     def oldest_unwritten(self) -> datetime | None:
         """When the oldest request whose first write is not done yet arrived (``None``: none is left)."""
         records = [*self._inserts.values(), *self._writing.values(), *self._in_doubt.values()]

@@ -70,6 +70,11 @@ def entry(database: str, session_id: str, request_id: int) -> dict[str, Any]:
     return found[0]
 
 
+async def _stored(database: str, session_id: str, request_id: int) -> bool:
+    sql = "SELECT 1 FROM mcp_server_ledgerentry WHERE session_id = %s AND request_key = %s"
+    return bool(rows(database, sql, session_id, f"i:{request_id}"))
+
+
 async def settled(database: str, session_id: str, request_id: int) -> dict[str, Any]:
     """The ledger row of a request once it has left ``pending``.
 
@@ -91,6 +96,7 @@ async def test_abort_on_worker_b_answers_the_request_held_by_worker_a(
     session = await open_session(http, a.url)
     call = asyncio.create_task(session.post(rpc("tools/call", SLOW, 5)))
     await session.wait_pending(5)
+    await wait_for(lambda: _stored(database, session.id, 5))  # its pending row is written behind it
     pk = entry(database, session.id, 5)["id"]
     assert entry(database, session.id, 5)["channel"], "worker A must name the channel that holds the request"
 

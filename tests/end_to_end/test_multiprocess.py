@@ -270,14 +270,19 @@ async def assert_settled(
 
     await wait_for(drained, "the ledger to record every settlement")
     if site.uses_database_ledger:
+        wanted = {request_key(request_id): state for request_id, state in expected.items()}
+
+        async def recorded() -> bool:  # a request settled before its batch is written has no row until then
+            rows = await ledger_rows(site.database, session.id)
+            return all(key in rows and rows[key]["state"] == state for key, state in wanted.items())
+
+        await wait_for(recorded, "every expected row in its state")
         rows = await ledger_rows(site.database, session.id)
         # The probe's own row may still be pending: its settlement is written behind its answer.
         pending = {
             k: r["state"] for k, r in rows.items() if r["state"] == "pending" and k != "s:ledger-probe"
         }
         assert pending == {}
-        for request_id, state in expected.items():
-            assert rows[request_key(request_id)]["state"] == state, rows
     # The id is free again: no pending entry of it anywhere. (Not for a cancelled id: a request reusing it is
     # taken for the late arrival of the one cancelled, which a cancel may overtake (I9), and never runs.)
     for request_id in [i for i, state in expected.items() if state != "cancelled"]:

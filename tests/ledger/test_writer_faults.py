@@ -208,10 +208,13 @@ async def test_held_names_the_settlements_still_to_write(ledger: Instrumented, n
     long, short = record("s1", 1), record("s1", 2)
     await writer.opened(long)
     assert writer.oldest_unwritten() == long.created
+    assert writer.unwritten_sessions() == {"s1"}
     await writer.flush()
     assert writer.oldest_unwritten() is None
     await writer.opened(short)
     await writer.settled(settle(long))
     assert writer.held() == {long.pk}
+    assert writer.unwritten_sessions() == {"s1"}
     await writer.flush()
     assert writer.held() == set()
+    assert writer.unwritten_sessions() == set()
