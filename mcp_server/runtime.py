@@ -337,7 +337,7 @@ class Runtime:
         closed = 0
         try:
             async with asyncio.timeout(grace):
-                await self.listeners.finish(grace=grace)  # answered with their complete result
+                await self.listeners.finish(grace=grace / 2)  # answered with their complete result
                 closed = await self.requests.shutdown(reason)
                 for sinks in list(self._streams.values()):
                     for sink in list(sinks):

@@ -138,6 +138,17 @@ async def test_the_acknowledgement_comes_first_and_every_notification_is_tagged(
     assert "id:" not in "".join(stream.comments)
 
 
+async def test_a_tool_registered_and_removed_at_run_time_is_announced(server: LiveServer) -> None:
+    async with listening(server, {"toolsListChanged": True}, "registry") as stream:
+        await stream.next()
+        answer = await call(server, "test/churn_tool", {})
+        assert "result" in answer, answer
+        for _ in ("registered", "removed"):
+            changed = await stream.next()
+            assert changed["method"] == "notifications/tools/list_changed"
+            assert changed["params"]["_meta"][SUBSCRIPTION] == "registry"
+
+
 async def test_only_the_kinds_asked_for_are_sent(server: LiveServer) -> None:
     async with listening(server, {"promptsListChanged": True, "resourceSubscriptions": ["test://a"]}) as s:
         ack = await s.next()
@@ -196,10 +207,19 @@ async def test_closing_the_stream_settles_its_ledger_row_cancelled(server: LiveS
     async def cancelled() -> bool:
         return states() == ["cancelled"]
 
+    async def listeners() -> int:
+        return int((await call(server, "test/stats", {}))["result"]["listeners"])
+
+    async def none_open() -> bool:
+        return await listeners() == 0
+
+    await wait_for(none_open)  # streams of earlier tests closed
     async with listening(server, {"toolsListChanged": True}, "close-me") as stream:
         await stream.next()
         await wait_for(pending)
+        assert await listeners() == 1
     await wait_for(cancelled)
+    await wait_for(none_open)  # the stream left this worker's table
 
 
 async def test_resources_subscribe_is_gone_at_2026(server: LiveServer) -> None:
