@@ -13,6 +13,8 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp import Client
+from mcp.shared.subscriptions import PromptsListChanged, ToolsListChanged
 
 from tests.admin_helpers import query
 from tests.live import LiveServer
@@ -149,6 +151,18 @@ async def test_a_tool_registered_and_removed_at_run_time_is_announced(server: Li
             assert changed["params"]["_meta"][SUBSCRIPTION] == "registry"
 
 
+async def test_the_official_client_listens(server: LiveServer) -> None:
+    async with Client(server.url) as client:
+        assert client.protocol_version == MODERN
+        async with client.listen(tools_list_changed=True, prompts_list_changed=True) as subscription:
+            assert subscription.honored.tools_list_changed
+            assert subscription.honored.prompts_list_changed
+            await client.call_tool("test_trigger_prompt_change", {})
+            assert isinstance(await asyncio.wait_for(anext(subscription), TIMEOUT), PromptsListChanged)
+            await client.call_tool("test_trigger_tool_change", {})
+            assert isinstance(await asyncio.wait_for(anext(subscription), TIMEOUT), ToolsListChanged)
+
+
 async def test_only_the_kinds_asked_for_are_sent(server: LiveServer) -> None:
     async with listening(server, {"promptsListChanged": True, "resourceSubscriptions": ["test://a"]}) as s:
         ack = await s.next()
@@ -243,3 +257,5 @@ async def test_shutdown_answers_the_listen_request_with_its_complete_result(
     assert final["result"]["resultType"] == "complete"
     assert final["result"]["_meta"][SUBSCRIPTION] == 41
     await asyncio.to_thread(own.process.wait, TIMEOUT)
+    rows = query(own, "SELECT state, outcome FROM mcp_server_ledgerentry WHERE request_key = 'i:41'")
+    assert [row["state"] for row in rows] == ["answered"]  # settled once: by its complete result
