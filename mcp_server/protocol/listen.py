@@ -17,7 +17,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.context import Context
 from ..core.stores import bounded
@@ -27,6 +27,9 @@ from ..wire.messages import LISTEN_GROUP, ListenEvent
 from ..wire.modern import SUBSCRIPTION_ID_KEY, TASKS_EXTENSION, MissingClientCapability
 from .lifecycle import server_capabilities
 from .settlement import PendingRequest
+
+if TYPE_CHECKING:
+    from ..registry.server import MCPServer
 
 __all__ = [
     "ACKNOWLEDGED",
@@ -55,7 +58,9 @@ LIST_CHANGED = {
 """A list-changed notification -> (its filter member, the server capability that declares it)."""
 
 
-def honored_filter(server: Any, requested: object, client_capabilities: dict[str, Any]) -> dict[str, Any]:
+def honored_filter(
+    server: MCPServer, requested: object, client_capabilities: dict[str, Any]
+) -> dict[str, Any]:
     """The part of a listen request's ``notifications`` filter this server delivers: the list kinds whose
     capability declares ``listChanged``, resource subscriptions when ``resources.subscribe`` is declared,
     ``taskIds`` only when the server declares the tasks extension. ``taskIds`` from a client that did not

@@ -1,7 +1,8 @@
 """Every message that crosses worker processes over the Channels channel layer: typed builders, one parser.
 
 A worker process listens on one channel of its own (see :class:`~mcp_server.runtime.Runtime`) and is a member
-of :data:`WORKERS_GROUP`, plus the group of every session whose standalone stream it holds. Nothing else in
+of :data:`WORKERS_GROUP`, plus the group of every session whose standalone stream it holds, and
+:data:`LISTEN_GROUP` while it holds a ``subscriptions/listen`` stream. Nothing else in
 the package spells a channel-layer ``type``: build a message here, send it with ``to_event()``, and read one
 with :func:`parse_event`.
 """
