@@ -59,7 +59,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                     f"MCP_SERVER['MIDDLEWARE'] entry {path!r} cannot be imported: {exc}", id="mcp_server.E004"
                 )
             )
-    for key in ("REQUEST_TIMEOUT", "SESSION_IDLE_TIMEOUT"):
+    for key in ("REQUEST_TIMEOUT", "SESSION_IDLE_TIMEOUT", "KEEPALIVE_INTERVAL"):
         value = getattr(conf, key)
         if value is not None and (
             not isinstance(value, int | float) or isinstance(value, bool) or value <= 0

@@ -32,6 +32,7 @@ DEFAULTS: dict[str, Any] = {
     "SESSION_CACHE_TTL": 5.0,
     "LEASE_TIMEOUT": 30.0,
     "SHUTDOWN_GRACE": 5.0,
+    "KEEPALIVE_INTERVAL": 15.0,
     "STATELESS": False,
     "AUTHENTICATION_CLASSES": [
         "mcp_server.auth.session.SessionAuthentication",
@@ -84,6 +85,8 @@ class MCPSettings:
     SESSION_CACHE_TTL: float
     LEASE_TIMEOUT: float
     SHUTDOWN_GRACE: float
+    KEEPALIVE_INTERVAL: float | None
+    """Seconds of silence after which a 2026-07-28 stream gets a ``: ping`` comment (``None``: never)."""
     STATELESS: bool
     AUTHENTICATION_CLASSES: list[str]
     ALLOW_ANONYMOUS: bool

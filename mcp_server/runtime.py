@@ -27,6 +27,7 @@ from .core.stores import bounded
 from .ledger import Ledger, get_ledger
 from .ledger.upkeep import Holding, Upkeep
 from .ledger.writer import LedgerWriter
+from .protocol.listen import ListenerTable
 from .protocol.outbound import OutboundTable
 from .protocol.settlement import ABORTED, RequestTable, aborted_response
 from .sessions import SessionCache, aend_session
@@ -39,6 +40,7 @@ from .wire.messages import (
     CancelSettled,
     ClientAnswer,
     EndSession,
+    ListenEvent,
     SessionChanged,
     StreamMessage,
     WorkerMessage,
@@ -104,6 +106,8 @@ class Runtime:
         """The Channels layer other workers reach this one through (``None``: this process only)."""
         self.channel = ""
         """This process's channel-layer name (empty until :meth:`start`, or without a channel layer)."""
+        self.listeners = ListenerTable(lambda: self.layer, lambda: self.channel)
+        """The ``subscriptions/listen`` streams this process holds (2026-07-28)."""
         self.exchanges: weakref.WeakSet[Any] = weakref.WeakSet()
         """Exchanges whose response is open (graceful shutdown waits for them)."""
         self.shutting_down = False
@@ -255,6 +259,7 @@ class Runtime:
             raise ConnectionError("the channel layer is still unreachable")
         for session_id in list(self._streams):
             await bounded(layer.group_add(session_group(session_id), self.channel), LAYER)
+        await self.listeners.rejoin()
 
     async def handle(self, message: WorkerMessage) -> None:
         """Act on a message from another worker (or this one)."""
@@ -281,6 +286,8 @@ class Runtime:
         elif isinstance(message, StreamMessage):
             for sink in list(self._streams.get(message.session_id, ())):
                 await sink.send(message.message)
+        elif isinstance(message, ListenEvent):
+            self.listeners.deliver(message)
 
     async def _session_ended(self, session_id: str, reason: str) -> None:
         self.sessions.forget(session_id)
@@ -336,6 +343,7 @@ class Runtime:
         closed = 0
         try:
             async with asyncio.timeout(grace):
+                await self.listeners.finish(grace=grace / 2)  # answered with their complete result
                 closed = await self.requests.shutdown(reason)
                 for sinks in list(self._streams.values()):
                     for sink in list(sinks):

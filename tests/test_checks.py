@@ -116,13 +116,13 @@ def test_e004_silent_for_importable_middleware(value: Any) -> None:
     assert mcp_ids(MCP_SERVER=with_mcp(MIDDLEWARE=value)) == []
 
 
-@pytest.mark.parametrize("key", ["REQUEST_TIMEOUT", "SESSION_IDLE_TIMEOUT"])
+@pytest.mark.parametrize("key", ["REQUEST_TIMEOUT", "SESSION_IDLE_TIMEOUT", "KEEPALIVE_INTERVAL"])
 @pytest.mark.parametrize("value", [0, -1, -0.5, "30", True, [30]])
 def test_e005_timeouts_must_be_positive_numbers(key: str, value: Any) -> None:
     assert mcp_ids(MCP_SERVER=with_mcp(**{key: value})) == ["mcp_server.E005"]
 
 
-@pytest.mark.parametrize("key", ["REQUEST_TIMEOUT", "SESSION_IDLE_TIMEOUT"])
+@pytest.mark.parametrize("key", ["REQUEST_TIMEOUT", "SESSION_IDLE_TIMEOUT", "KEEPALIVE_INTERVAL"])
 @pytest.mark.parametrize("value", [None, 0.5, 30, 3600.0])
 def test_e005_silent_for_positive_numbers_and_none(key: str, value: Any) -> None:
     assert mcp_ids(MCP_SERVER=with_mcp(STORE_TIMEOUT=0.1, **{key: value})) == []  # E014: below the deadline

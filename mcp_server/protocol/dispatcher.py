@@ -16,6 +16,7 @@ from ..core.stores import bounded
 from ..registry.access import ausable, usable_entries
 from ..registry.signature import call_handler
 from ..wire.errors import INVALID_PARAMS, METHOD_NOT_FOUND, JSONRPCError, ResourceNotFound
+from .listen import listen
 from .modern import discover_result, finish_result, is_modern
 from .pagination import paginate
 
@@ -149,6 +150,7 @@ BUILTINS: dict[str, Handler] = {
     "logging/setLevel": _set_level,
     "completion/complete": _complete,
     "server/discover": _discover,
+    "subscriptions/listen": listen,
 }
 
 

@@ -28,7 +28,10 @@ logger = logging.getLogger("mcp_server.requests")
 
 
 def deadline_for(ctx: Context) -> float | None:
-    """Seconds the request may run: the tool's own ``timeout``, else ``REQUEST_TIMEOUT``."""
+    """Seconds the request may run: the tool's own ``timeout``, else ``REQUEST_TIMEOUT`` (a
+    ``subscriptions/listen`` stream has no deadline: it runs until the client or the server ends it)."""
+    if ctx.method == "subscriptions/listen":
+        return None
     if ctx.method == "tools/call":
         tool = ctx.server.tools.get(str(ctx.params.get("name")))
         if tool is not None and tool.timeout is not None:

@@ -246,11 +246,13 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         user = self.user if self.user is not None else AnonymousUser()
         request.user = user
         request.auth = self.auth  # type: ignore[attr-defined]
+        # subscriptions/listen is answered with a stream whatever RESPONSE_MODE says (its answer IS one)
+        listen = message.method == "subscriptions/listen"
         self.exchange = PostExchange(
             runtime=self.runtime,
             server=self.server,
             session=session,
-            mode=mcp_settings.RESPONSE_MODE,
+            mode="sse" if listen else mcp_settings.RESPONSE_MODE,
             send=self.send,
             is_batch=False,
             request=request,

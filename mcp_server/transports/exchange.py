@@ -118,6 +118,7 @@ class PostExchange:
         """``("reply", bytes)`` a response, ``("message", bytes)`` a notification or a server-to-client
         request (in ``auto`` mode the first one turns the response into a stream), ``("settled", b"")``."""
         self.streaming = False
+        self._getting: asyncio.Future[tuple[str, bytes]] | None = None
 
     async def run(self, messages: list[IncomingMessage | dict[str, Any]]) -> None:
         """Serve ``messages`` (already-built error responses may be mixed in) and send the HTTP response."""
@@ -209,7 +210,11 @@ class PostExchange:
         if self.mode == "sse" and not self.modern:  # a 2026 error alone is answered with its HTTP status
             await self._start_stream()
         while open_count > 0 or not self.queue.empty():
-            kind, data = await self.queue.get()
+            got = await self._next()
+            if got is None:  # a quiet stream: a comment keeps proxies and clients from timing it out
+                await self.send({"type": "http.response.body", "body": sse.KEEPALIVE, "more_body": True})
+                continue
+            kind, data = got
             if kind == "settled":
                 open_count -= 1
                 continue
@@ -241,6 +246,19 @@ class PostExchange:
                 }
             )
             await self.send({"type": "http.response.body", "body": body, "more_body": False})
+
+    async def _next(self) -> tuple[str, bytes] | None:
+        """The next item of the queue; ``None`` when a 2026 stream stayed quiet for ``KEEPALIVE_INTERVAL``."""
+        interval = mcp_settings.KEEPALIVE_INTERVAL
+        if not (self.modern and self.streaming and interval):
+            return await self.queue.get()
+        if self._getting is None:  # kept across a quiet spell: an item is never lost to a timeout
+            self._getting = asyncio.ensure_future(self.queue.get())
+        done, _ = await asyncio.wait({self._getting}, timeout=float(interval))
+        if not done:
+            return None
+        got, self._getting = self._getting.result(), None
+        return got
 
     async def _start_stream(self) -> None:
         self.streaming = True

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-__all__ = ["SSE_HEADERS", "event"]
+__all__ = ["KEEPALIVE", "SSE_HEADERS", "event"]
 
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache, no-transform"),
     (b"x-accel-buffering", b"no"),
 ]
+
+KEEPALIVE = b": ping\n\n"
+"""An SSE comment: ignored by clients, keeps an idle stream open through proxies."""
 
 
 def event(data: bytes, event_id: str | None = None) -> bytes:

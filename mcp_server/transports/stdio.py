@@ -380,7 +380,9 @@ class StdioLoop:
     # -- the end -----------------------------------------------------------------------------------------
 
     async def _wind_down(self, reason: str) -> None:
-        """Let in-flight requests finish within the grace period, then answer the rest with -32000."""
+        """End listen streams with their ``complete`` result, let in-flight requests finish within the grace
+        period, then answer the rest with -32000."""
+        await self.runtime.listeners.finish(list(self.open), grace=self.grace)
         if self.open:
             logger.info("%s: waiting up to %.1fs for %d requests", reason, self.grace, len(self.open))
             hurry = asyncio.ensure_future(self._hurry.wait())

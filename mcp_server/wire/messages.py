@@ -1,7 +1,8 @@
 """Every message that crosses worker processes over the Channels channel layer: typed builders, one parser.
 
 A worker process listens on one channel of its own (see :class:`~mcp_server.runtime.Runtime`) and is a member
-of :data:`WORKERS_GROUP`, plus the group of every session whose standalone stream it holds. Nothing else in
+of :data:`WORKERS_GROUP`, plus the group of every session whose standalone stream it holds, and
+:data:`LISTEN_GROUP` while it holds a ``subscriptions/listen`` stream. Nothing else in
 the package spells a channel-layer ``type``: build a message here, send it with ``to_event()``, and read one
 with :func:`parse_event`.
 """
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeAlias
 
 __all__ = [
+    "LISTEN_GROUP",
     "WORKERS_GROUP",
     "AbortRequest",
     "AbortResult",
@@ -19,6 +21,7 @@ __all__ = [
     "CancelSettled",
     "ClientAnswer",
     "EndSession",
+    "ListenEvent",
     "SessionChanged",
     "StreamMessage",
     "WorkerMessage",
@@ -29,6 +32,10 @@ __all__ = [
 
 WORKERS_GROUP = "mcp-workers"
 """The channel-layer group every worker process of the site joins."""
+
+
+LISTEN_GROUP = "mcp-listeners"
+"""The group of the workers that hold at least one ``subscriptions/listen`` stream (2026-07-28)."""
 
 
 def session_group(session_id: str) -> str:
@@ -111,6 +118,20 @@ class StreamMessage:
     message: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class ListenEvent:
+    """A change ``subscriptions/listen`` streams may have asked for (a list changed, a resource was updated),
+    for every worker that holds one; each filters it per open stream."""
+
+    type: ClassVar[str] = "mcp.listen"
+    server: str
+    """The key of the MCP server whose tools, prompts or resources changed."""
+    method: str
+    """The notification: ``notifications/tools/list_changed``, ``notifications/resources/updated``, ..."""
+    params: dict[str, Any] | None = None
+    """Its params without ``_meta`` (``{"uri": ...}`` for a resource update)."""
+
+
 WorkerMessage: TypeAlias = (
     CancelRequest
     | CancelSettled
@@ -120,6 +141,7 @@ WorkerMessage: TypeAlias = (
     | AbortResult
     | ClientAnswer
     | StreamMessage
+    | ListenEvent
 )
 
 _KINDS: dict[str, type[WorkerMessage]] = {
@@ -133,6 +155,7 @@ _KINDS: dict[str, type[WorkerMessage]] = {
         AbortResult,
         ClientAnswer,
         StreamMessage,
+        ListenEvent,
     )
 }
 

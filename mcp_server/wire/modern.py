@@ -30,6 +30,8 @@ __all__ = [
     "MODERN_VERSIONS",
     "PROTOCOL_VERSION_KEY",
     "SERVER_INFO_KEY",
+    "SUBSCRIPTION_ID_KEY",
+    "TASKS_EXTENSION",
     "UNSUPPORTED_VERSION",
     "MissingClientCapability",
     "check_envelope",
@@ -56,6 +58,9 @@ CLIENT_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
 CLIENT_INFO_KEY = "io.modelcontextprotocol/clientInfo"
 LOG_LEVEL_KEY = "io.modelcontextprotocol/logLevel"
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+SUBSCRIPTION_ID_KEY = "io.modelcontextprotocol/subscriptionId"
+"""Tags every notification of a ``subscriptions/listen`` stream with the id of the listen request."""
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 
 HEADER_MISMATCH = -32020
 MISSING_CAPABILITY = -32021

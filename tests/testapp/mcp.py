@@ -77,7 +77,8 @@ def raw_echo(params: dict[str, Any]) -> dict[str, Any]:
 
 @mcp.method("test/stats")
 async def raw_stats(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    """What this worker holds: in-flight entries (ids of the caller's session), waiting answers, tasks."""
+    """What this worker holds: in-flight entries (ids of the caller's session), waiting answers, tasks,
+    open ``subscriptions/listen`` streams."""
     runtime = ctx.runtime
     assert runtime is not None
     await runtime.writer.flush()  # what is settled is recorded before the ledger is read
@@ -89,6 +90,7 @@ async def raw_stats(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
         "outbound": len(runtime.outbound),
         "tasks": len(asyncio.all_tasks()),
         "pending": mine,
+        "listeners": len(runtime.listeners),
     }
 
 
@@ -113,6 +115,22 @@ async def raw_notify(params: dict[str, Any]) -> dict[str, Any]:
     if "uri" in params:
         return {"notified": await anotify_resource_updated(str(params["uri"]))}
     return {"notified": await anotify_list_changed(str(params["feature"]))}
+
+
+@mcp.method("test/churn_tool")
+async def raw_churn_tool(params: dict[str, Any]) -> dict[str, Any]:
+    """Register a tool at run time and remove it again (each change announced by ``watch_registry``);
+    returns once both announcements have gone out."""
+    import asyncio
+
+    @mcp.tool(name="churned_tool")
+    async def churned_tool() -> str:
+        """Lives for the length of one request."""
+        return "churned"
+
+    mcp.remove_tool("churned_tool")
+    await asyncio.gather(*list(mcp.notifying))
+    return {"tools": len(mcp.tools)}
 
 
 # The test site also serves the conformance fixtures at /mcp, so that live-server tests can use them there.

@@ -15,6 +15,7 @@ from mcp_server.wire.messages import (
     CancelSettled,
     ClientAnswer,
     EndSession,
+    ListenEvent,
     SessionChanged,
     StreamMessage,
     WorkerMessage,
@@ -35,6 +36,8 @@ SAMPLES: list[WorkerMessage] = [
     AbortResult(session_id="s1", key="i:7", aborted=True),
     AbortResult(session_id=None, key="i:7", aborted=False),
     ClientAnswer(session_id="s1", message={"jsonrpc": "2.0", "id": "srv-1", "result": {"roots": []}}),
+    ListenEvent(server="default", method="notifications/tools/list_changed"),
+    ListenEvent(server="default", method="notifications/resources/updated", params={"uri": "x://é"}),
     StreamMessage(
         session_id="s1",
         message={"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "x://é"}},
@@ -46,7 +49,7 @@ def test_every_message_type_has_a_sample() -> None:
     assert {type(m) for m in SAMPLES} == set(get_args(WorkerMessage))
 
 
-@pytest.mark.parametrize("message", SAMPLES, ids=lambda m: f"{m.type}-{m.session_id}")
+@pytest.mark.parametrize("message", SAMPLES, ids=lambda m: f"{m.type}-{getattr(m, 'session_id', m.__dict__)}")
 def test_round_trip(message: WorkerMessage) -> None:
     event = to_event(message)
     assert event["type"] == message.type

@@ -1,0 +1,235 @@
+"""``subscriptions/listen`` (2026-07-28): a request whose answer is a long-lived stream of the notifications
+it asked for.
+
+The handler (:func:`listen`) takes the stream into this process's :class:`ListenerTable`, sends
+``notifications/subscriptions/acknowledged`` with the honoured filter, then every change the filter covers,
+each tagged with the listen request's id (``_meta["io.modelcontextprotocol/subscriptionId"]``). Changes
+reach every worker as :class:`~mcp_server.wire.messages.ListenEvent` on
+:data:`~mcp_server.wire.messages.LISTEN_GROUP` (a worker is a member while it holds a listen stream), and
+each worker filters them per open stream. The request is like any other for the ledger: closing the
+stream cancels it; a graceful end (shutdown, the end of a stdio input) answers it with the ``complete``
+result tagged with the subscription id (:meth:`ListenerTable.finish`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..core.context import Context
+from ..core.stores import bounded
+from ..wire.errors import INTERNAL_ERROR, JSONRPCError
+from ..wire.jsonrpc import RequestId, notification
+from ..wire.messages import LISTEN_GROUP, ListenEvent
+from ..wire.modern import SUBSCRIPTION_ID_KEY, TASKS_EXTENSION, MissingClientCapability
+from .lifecycle import server_capabilities
+from .settlement import PendingRequest
+
+if TYPE_CHECKING:
+    from ..registry.server import MCPServer
+
+__all__ = [
+    "ACKNOWLEDGED",
+    "LIST_CHANGED",
+    "Listener",
+    "ListenerTable",
+    "complete_result",
+    "covers",
+    "honored_filter",
+    "listen",
+]
+
+logger = logging.getLogger("mcp_server.listen")
+
+LAYER = "channel layer"
+
+ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+RESOURCE_UPDATED = "notifications/resources/updated"
+TASK_STATUS = "notifications/tasks"
+
+LIST_CHANGED = {
+    "notifications/tools/list_changed": ("toolsListChanged", "tools"),
+    "notifications/prompts/list_changed": ("promptsListChanged", "prompts"),
+    "notifications/resources/list_changed": ("resourcesListChanged", "resources"),
+}
+"""A list-changed notification -> (its filter member, the server capability that declares it)."""
+
+
+def honored_filter(
+    server: MCPServer, requested: object, client_capabilities: dict[str, Any]
+) -> dict[str, Any]:
+    """The part of a listen request's ``notifications`` filter this server delivers: the list kinds whose
+    capability declares ``listChanged``, resource subscriptions when ``resources.subscribe`` is declared,
+    ``taskIds`` only when the server declares the tasks extension. ``taskIds`` from a client that did not
+    declare the tasks extension is -32021."""
+    wanted = requested if isinstance(requested, dict) else {}
+    declared = server_capabilities(server)
+    honored: dict[str, Any] = {}
+    for key, feature in LIST_CHANGED.values():
+        if wanted.get(key) is True and (declared.get(feature) or {}).get("listChanged"):
+            honored[key] = True
+    uris = wanted.get("resourceSubscriptions")
+    if isinstance(uris, list) and uris and (declared.get("resources") or {}).get("subscribe"):
+        honored["resourceSubscriptions"] = [str(uri) for uri in uris]
+    task_ids = wanted.get("taskIds")
+    if task_ids is not None:
+        if TASKS_EXTENSION not in (client_capabilities.get("extensions") or {}):
+            raise MissingClientCapability(
+                {"extensions": {TASKS_EXTENSION: {}}},
+                f"Missing required client capability: extensions[{TASKS_EXTENSION!r}] (taskIds)",
+            )
+        if isinstance(task_ids, list) and TASKS_EXTENSION in (declared.get("extensions") or {}):
+            honored["taskIds"] = [str(task_id) for task_id in task_ids]
+    return honored
+
+
+def covers(subscribed: Iterable[str], uri: str) -> bool:
+    """Whether ``uri`` is one of the subscribed URIs or a sub-resource of one (``<subscribed>/...``)."""
+    return any(uri == sub or uri.startswith(sub.rstrip("/") + "/") for sub in subscribed)
+
+
+def complete_result(subscription_id: RequestId) -> dict[str, Any]:
+    """The result that ends a listen stream gracefully."""
+    return {"resultType": "complete", "_meta": {SUBSCRIPTION_ID_KEY: subscription_id}}
+
+
+@dataclass(eq=False)
+class Listener:
+    """One open listen stream in this process."""
+
+    server: str
+    subscription_id: RequestId
+    honored: dict[str, Any]
+    entry: PendingRequest | None = None
+    queue: asyncio.Queue[dict[str, Any] | None] = field(default_factory=asyncio.Queue)
+    loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
+    task: asyncio.Task[Any] | None = field(default_factory=asyncio.current_task)
+
+    def wants(self, event: ListenEvent) -> bool:
+        """Whether the stream asked for this change (and it is of its server)."""
+        if event.server != self.server:
+            return False
+        if event.method in LIST_CHANGED:
+            return bool(self.honored.get(LIST_CHANGED[event.method][0]))
+        params = event.params or {}
+        if event.method == RESOURCE_UPDATED:
+            return covers(self.honored.get("resourceSubscriptions") or (), str(params.get("uri", "")))
+        if event.method == TASK_STATUS:
+            return str(params.get("taskId")) in (self.honored.get("taskIds") or ())
+        return False
+
+    def tagged(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A notification of this stream: ``params._meta`` carries the subscription id."""
+        body = dict(params or {})
+        body["_meta"] = {**(body.get("_meta") or {}), SUBSCRIPTION_ID_KEY: self.subscription_id}
+        return notification(method, body)
+
+    def put(self, item: dict[str, Any] | None) -> None:
+        """Queue a notification (``None``: end gracefully), from this stream's loop or another thread."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop:
+            self.queue.put_nowait(item)
+        else:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+
+
+class ListenerTable:
+    """This process's open listen streams, and its membership of the listeners' group."""
+
+    def __init__(self, layer: Callable[[], Any], channel: Callable[[], str]) -> None:
+        self._layer = layer
+        self._channel = channel
+        self._open: set[Listener] = set()
+        self._lock: asyncio.Lock | None = None
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def _guard(self) -> asyncio.Lock:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
+
+    async def add(self, listener: Listener) -> None:
+        """Open a stream: from now on the changes it asked for are queued for it, from any worker.
+
+        Raises :class:`~mcp_server.core.stores.StoreUnavailable` when the channel layer does not answer."""
+        async with self._guard():
+            self._open.add(listener)
+            try:
+                await self._join()  # every time: it renews the membership (groups expire on Redis)
+            except BaseException:
+                self._open.discard(listener)
+                raise
+
+    async def discard(self, listener: Listener) -> None:
+        """Close a stream; the last one to close leaves the group."""
+        async with self._guard():
+            self._open.discard(listener)
+            layer, channel = self._layer(), self._channel()
+            if self._open or layer is None or not channel:
+                return
+            try:
+                await bounded(layer.group_discard(LISTEN_GROUP, channel), LAYER)
+            except Exception:
+                logger.debug("could not leave the listeners' group", exc_info=True)
+
+    async def rejoin(self) -> None:
+        """Join the group again after a channel-layer failure, if a stream is open here."""
+        if self._open:
+            await self._join()
+
+    async def _join(self) -> None:
+        layer, channel = self._layer(), self._channel()
+        if layer is not None and channel:
+            await bounded(layer.group_add(LISTEN_GROUP, channel), LAYER)
+
+    def deliver(self, event: ListenEvent) -> int:
+        """Queue ``event`` on every open stream that asked for it; returns how many."""
+        count = 0
+        for listener in list(self._open):
+            if listener.wants(event):
+                listener.put(listener.tagged(event.method, event.params))
+                count += 1
+        return count
+
+    async def finish(self, entries: Iterable[PendingRequest] | None = None, *, grace: float = 2.0) -> int:
+        """End the open streams (those of ``entries``, or all) gracefully: each is answered with the
+        ``complete`` result, settled like any answer. Waits up to ``grace`` seconds for them to settle."""
+        chosen = set(entries) if entries is not None else None
+        ending = [lst for lst in self._open if chosen is None or lst.entry in chosen]
+        for listener in ending:
+            listener.put(None)
+        tasks = [lst.task for lst in ending if lst.task is not None and not lst.task.done()]
+        if tasks:
+            await asyncio.wait(tasks, timeout=grace)
+        return len(ending)
+
+
+async def listen(ctx: Context) -> dict[str, Any]:
+    """``subscriptions/listen``: acknowledge, then stream what was asked until the stream ends."""
+    runtime = ctx.runtime
+    if runtime is None:
+        raise JSONRPCError(INTERNAL_ERROR, "subscriptions/listen needs the worker's runtime")
+    honored = honored_filter(ctx.server, ctx.params.get("notifications"), ctx.session.client_capabilities)
+    listener = Listener(
+        server=ctx.server.key,
+        subscription_id=ctx.request_id,
+        honored=honored,
+        entry=getattr(ctx.peer, "entry", None),
+    )
+    table: ListenerTable = runtime.listeners
+    await table.add(listener)
+    try:
+        await ctx.peer.notify(listener.tagged(ACKNOWLEDGED, {"notifications": honored}))
+        while (message := await listener.queue.get()) is not None:
+            await ctx.peer.notify(message)
+    finally:
+        await table.discard(listener)
+    return complete_result(ctx.request_id)

@@ -1,0 +1,261 @@
+"""``subscriptions/listen`` at 2026-07-28 on a live server, raw HTTP: the acknowledgement first, every
+notification tagged with the subscription id, only the kinds asked for, keep-alive comments, the ledger
+row settled when the client closes the stream, the ``complete`` result at shutdown; and
+``resources/subscribe`` gone at this revision."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+from mcp import Client
+from mcp.shared.subscriptions import PromptsListChanged, ToolsListChanged
+
+from tests.admin_helpers import query
+from tests.live import LiveServer
+from tests.raw import ACCEPT_BOTH, messages_of, rpc, wait_for
+
+pytestmark = pytest.mark.asyncio
+
+MODERN = "2026-07-28"
+SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
+TASKS = "io.modelcontextprotocol/tasks"
+TIMEOUT = 10.0
+
+
+def meta(capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": capabilities or {},
+    }
+
+
+def headers(method: str, name: str | None = None) -> dict[str, str]:
+    out = {
+        "Accept": ACCEPT_BOTH,
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": method,
+    }
+    if name is not None:
+        out["Mcp-Name"] = name
+    return out
+
+
+@pytest.fixture(scope="module", params=["auto", "sse", "json"])
+def server(request: pytest.FixtureRequest, start: Callable[..., LiveServer]) -> LiveServer:
+    return start({"RESPONSE_MODE": request.param, "KEEPALIVE_INTERVAL": 0.3})
+
+
+class Stream:
+    """One open listen response: its messages as they arrive, and the comment lines it carried."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+        self.comments: list[str] = []
+        self._lines = response.aiter_lines()
+
+    async def next(self) -> dict[str, Any]:
+        """The next message (comments on the way are kept in ``comments``)."""
+        data: list[str] = []
+        async with asyncio.timeout(TIMEOUT):
+            async for line in self._lines:
+                if line.startswith(":"):
+                    self.comments.append(line)
+                elif line.startswith("data:"):
+                    data.append(line[5:].lstrip(" "))
+                elif not line and data:
+                    message = json.loads("\n".join(data))
+                    assert isinstance(message, dict)
+                    return message
+        raise AssertionError("the stream ended")
+
+    async def comment(self) -> str:
+        """Wait for the next comment line (a keep-alive)."""
+        seen = len(self.comments)
+        async with asyncio.timeout(TIMEOUT):
+            async for line in self._lines:
+                if line.startswith(":"):
+                    self.comments.append(line)
+                    return line
+                assert not line.startswith("data:"), f"a message on a quiet stream: {line}"
+        raise AssertionError(f"the stream ended after {self.comments[seen:]}")
+
+
+@contextlib.asynccontextmanager
+async def listening(
+    server: LiveServer,
+    notifications: dict[str, Any],
+    request_id: int | str = 1,
+    capabilities: dict[str, Any] | None = None,
+) -> AsyncIterator[Stream]:
+    payload = rpc(
+        "subscriptions/listen", {"notifications": notifications, "_meta": meta(capabilities)}, request_id
+    )
+    async with (
+        httpx.AsyncClient(timeout=httpx.Timeout(TIMEOUT, read=None)) as client,
+        client.stream("POST", server.url, json=payload, headers=headers("subscriptions/listen")) as response,
+    ):
+        assert response.status_code == 200, await response.aread()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        yield Stream(response)
+
+
+async def call(server: LiveServer, method: str, params: dict[str, Any], request_id: int | str = 90) -> Any:
+    """Another request, on a connection of its own (its answer is read whole)."""
+    async with httpx.AsyncClient(timeout=TIMEOUT) as client:
+        response = await client.post(
+            server.url, json=rpc(method, {**params, "_meta": meta()}, request_id), headers=headers(method)
+        )
+    return messages_of(response)[-1]
+
+
+async def notify(server: LiveServer, **what: str) -> None:
+    """Publish a change as application code does (``anotify_list_changed`` / ``anotify_resource_updated``)."""
+    answer = await call(server, "test/notify", what)
+    assert "result" in answer, answer
+
+
+@pytest.mark.parametrize("request_id", [17, "listen-a"])
+async def test_the_acknowledgement_comes_first_and_every_notification_is_tagged(
+    server: LiveServer, request_id: int | str
+) -> None:
+    async with listening(server, {"toolsListChanged": True}, request_id) as stream:
+        ack = await stream.next()
+        assert ack["method"] == "notifications/subscriptions/acknowledged"
+        assert ack["params"]["notifications"] == {"toolsListChanged": True}
+        tag = ack["params"]["_meta"][SUBSCRIPTION]
+        assert tag == request_id
+        assert type(tag) is type(request_id)
+        await notify(server, feature="tools")
+        changed = await stream.next()
+        assert changed["method"] == "notifications/tools/list_changed"
+        assert changed["params"]["_meta"][SUBSCRIPTION] == request_id
+        assert "id" not in changed
+    assert "id:" not in "".join(stream.comments)
+
+
+async def test_a_tool_registered_and_removed_at_run_time_is_announced(server: LiveServer) -> None:
+    async with listening(server, {"toolsListChanged": True}, "registry") as stream:
+        await stream.next()
+        answer = await call(server, "test/churn_tool", {})
+        assert "result" in answer, answer
+        for _ in ("registered", "removed"):
+            changed = await stream.next()
+            assert changed["method"] == "notifications/tools/list_changed"
+            assert changed["params"]["_meta"][SUBSCRIPTION] == "registry"
+
+
+async def test_the_official_client_listens(server: LiveServer) -> None:
+    async with Client(server.url) as client:
+        assert client.protocol_version == MODERN
+        async with client.listen(tools_list_changed=True, prompts_list_changed=True) as subscription:
+            assert subscription.honored.tools_list_changed
+            assert subscription.honored.prompts_list_changed
+            await client.call_tool("test_trigger_prompt_change", {})
+            assert isinstance(await asyncio.wait_for(anext(subscription), TIMEOUT), PromptsListChanged)
+            await client.call_tool("test_trigger_tool_change", {})
+            assert isinstance(await asyncio.wait_for(anext(subscription), TIMEOUT), ToolsListChanged)
+
+
+async def test_only_the_kinds_asked_for_are_sent(server: LiveServer) -> None:
+    async with listening(server, {"promptsListChanged": True, "resourceSubscriptions": ["test://a"]}) as s:
+        ack = await s.next()
+        assert ack["params"]["notifications"] == {
+            "promptsListChanged": True,
+            "resourceSubscriptions": ["test://a"],
+        }
+        await notify(server, feature="tools")  # not asked for
+        await notify(server, feature="resources")  # not asked for (resourcesListChanged)
+        await notify(server, uri="test://b")  # another resource
+        await notify(server, feature="prompts")  # asked for: proves the three before were passed over
+        assert (await s.next())["method"] == "notifications/prompts/list_changed"
+        await notify(server, uri="test://a/part")  # a sub-resource of a subscribed URI
+        updated = await s.next()
+        assert updated["method"] == "notifications/resources/updated"
+        assert updated["params"]["uri"] == "test://a/part"
+        assert updated["params"]["_meta"][SUBSCRIPTION] == 1
+
+
+async def test_the_honoured_subset_leaves_out_what_is_not_delivered(server: LiveServer) -> None:
+    asked = {"toolsListChanged": True, "resourcesListChanged": False, "somethingElse": True}
+    async with listening(server, asked) as stream:
+        ack = await stream.next()
+        assert ack["params"]["notifications"] == {"toolsListChanged": True}
+
+
+async def test_task_ids_need_the_tasks_extension(server: LiveServer) -> None:
+    payload = rpc("subscriptions/listen", {"notifications": {"taskIds": ["t1"]}, "_meta": meta()}, 5)
+    async with httpx.AsyncClient(timeout=TIMEOUT) as client:
+        response = await client.post(server.url, json=payload, headers=headers("subscriptions/listen"))
+    assert response.status_code == 400
+    error = messages_of(response)[-1]
+    assert error["id"] == 5
+    assert error["error"]["code"] == -32021
+    assert TASKS in error["error"]["data"]["requiredCapabilities"]["extensions"]
+    declared: dict[str, Any] = {"extensions": {TASKS: {}}}
+    async with listening(server, {"taskIds": ["t1"], "toolsListChanged": True}, 6, declared) as stream:
+        ack = await stream.next()  # no tasks on this server: not honoured
+        assert ack["params"]["notifications"] == {"toolsListChanged": True}
+
+
+async def test_a_quiet_stream_gets_keep_alive_comments(server: LiveServer) -> None:
+    async with listening(server, {"toolsListChanged": True}) as stream:
+        await stream.next()
+        assert (await stream.comment()).startswith(": ping")
+
+
+async def test_closing_the_stream_settles_its_ledger_row_cancelled(server: LiveServer) -> None:
+    def states() -> list[str]:
+        rows = query(server, "SELECT state FROM mcp_server_ledgerentry WHERE request_key = 's:close-me'")
+        return [row["state"] for row in rows]
+
+    async def pending() -> bool:
+        return states() == ["pending"]
+
+    async def cancelled() -> bool:
+        return states() == ["cancelled"]
+
+    async def listeners() -> int:
+        return int((await call(server, "test/stats", {}))["result"]["listeners"])
+
+    async def none_open() -> bool:
+        return await listeners() == 0
+
+    await wait_for(none_open)  # streams of earlier tests closed
+    async with listening(server, {"toolsListChanged": True}, "close-me") as stream:
+        await stream.next()
+        await wait_for(pending)
+        assert await listeners() == 1
+    await wait_for(cancelled)
+    await wait_for(none_open)  # the stream left this worker's table
+
+
+async def test_resources_subscribe_is_gone_at_2026(server: LiveServer) -> None:
+    for method in ("resources/subscribe", "resources/unsubscribe"):
+        params = {"uri": "test://static-text", "_meta": meta()}
+        async with httpx.AsyncClient(timeout=TIMEOUT) as client:
+            response = await client.post(server.url, json=rpc(method, params, 3), headers=headers(method))
+        assert response.status_code == 404
+        assert messages_of(response)[-1]["error"]["code"] == -32601
+
+
+async def test_shutdown_answers_the_listen_request_with_its_complete_result(
+    start: Callable[..., LiveServer],
+) -> None:
+    own = start({"SHUTDOWN_GRACE": 5.0})
+    async with listening(own, {"toolsListChanged": True}, 41) as stream:
+        await stream.next()
+        own.process.terminate()  # SIGTERM: a graceful shutdown
+        final = await stream.next()
+    assert final["id"] == 41
+    assert final["result"]["resultType"] == "complete"
+    assert final["result"]["_meta"][SUBSCRIPTION] == 41
+    await asyncio.to_thread(own.process.wait, TIMEOUT)
+    rows = query(own, "SELECT state, outcome FROM mcp_server_ledgerentry WHERE request_key = 'i:41'")
+    assert [row["state"] for row in rows] == ["answered"]  # settled once: by its complete result
