@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from mcp_types.methods import parse_client_request, serialize_server_result
+from mcp_types.methods import serialize_server_result, validate_client_request
 from pydantic import ValidationError
 
 from ..conf import mcp_settings
@@ -159,7 +159,7 @@ def _validate(ctx: Context) -> None:
     if ctx.rounds is not None and params is not None:  # answers are checked by the ask they answer (rounds)
         params = {k: v for k, v in params.items() if k != "inputResponses"}
     try:
-        parse_client_request(ctx.method, ctx.session.protocol_version, params)
+        validate_client_request(ctx.method, ctx.session.protocol_version, params)
     except KeyError as exc:
         raise JSONRPCError(
             METHOD_NOT_FOUND, f"Method not found: {ctx.method} (protocol {ctx.session.protocol_version})"

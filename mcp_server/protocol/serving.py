@@ -9,7 +9,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from mcp_types.methods import parse_client_request, serialize_server_result
+from mcp_types.methods import serialize_server_result, validate_client_request
 from pydantic import ValidationError
 
 from ..conf import mcp_settings
@@ -60,7 +60,7 @@ async def answer_initialize(
     session: Session | None = None
     entry = None
     try:
-        parse_client_request("initialize", version, params)
+        validate_client_request("initialize", version, params)
         if not stateless:
             creating = acreate_session(
                 server=server.key,
