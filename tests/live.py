@@ -175,6 +175,22 @@ def shared_site() -> Iterator[dict[str, str]]:
 
 
 @contextmanager
+def two_workers(directory: Path) -> Iterator[tuple[LiveServer, LiveServer, str]]:
+    """Worker A (JSON responses) and worker B (SSE) of one site on PostgreSQL + Redis (:func:`shared_site`),
+    and the site's database URL; both stopped afterwards."""
+    with shared_site() as env:
+        a = start_server(directory, {"RESPONSE_MODE": "json"}, name="a", **env)
+        try:
+            b = start_server(directory, {"RESPONSE_MODE": "sse"}, name="b", **env)
+            try:
+                yield a, b, env["DATABASE_URL"]
+            finally:
+                b.stop()
+        finally:
+            a.stop()
+
+
+@contextmanager
 def postgres_database() -> Iterator[str]:
     """A fresh, migrated database ``mcp_test_<random>``, dropped afterwards; yields its URL."""
     import psycopg

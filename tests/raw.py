@@ -18,6 +18,35 @@ LATEST = "2025-11-25"
 CLIENT_INFO = {"name": "raw-http-tests", "version": "1.0"}
 
 
+MODERN = "2026-07-28"
+
+
+def modern_meta(
+    capabilities: dict[str, Any] | None = None, client_info: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The ``_meta`` envelope of a 2026-07-28 request."""
+    meta: dict[str, Any] = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": capabilities or {},
+    }
+    if client_info is not None:
+        meta["io.modelcontextprotocol/clientInfo"] = client_info
+    return meta
+
+
+def modern_headers(method: str, name: str | None = None, **extra: str) -> dict[str, str]:
+    """The HTTP headers of a 2026-07-28 request (``Mcp-Name`` for the tool, prompt, resource or task)."""
+    out = {
+        "Accept": ACCEPT_BOTH,
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": method,
+    }
+    if name is not None:
+        out["Mcp-Name"] = name
+    return {**out, **extra}
+
+
 def rpc(method: str, params: dict[str, Any] | None = None, request_id: int | str = 1) -> dict[str, Any]:
     """A JSON-RPC request."""
     message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}

@@ -17,7 +17,7 @@ import pytest
 from mcp_server.wire.errors import CONNECTION_CLOSED, REQUEST_ABORTED
 from tests.admin_helpers import admin_client, admin_log, create_superuser, pending_rows, query, run_action
 from tests.live import LiveServer
-from tests.raw import RawSession, messages_of, open_session, rpc
+from tests.raw import RawSession, messages_of, modern_headers, modern_meta, open_session, rpc
 
 SLOW = {"name": "slow", "arguments": {"seconds": 30}}
 
@@ -198,18 +198,6 @@ async def test_live_page_abort_endpoint(
     assert (await admin.post(abort, data={"pk": [str(pk)]})).status_code == 403  # no CSRF token
 
 
-MODERN_META = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
-MODERN_HEADERS = {
-    "Accept": "application/json, text/event-stream",
-    "MCP-Protocol-Version": "2026-07-28",
-    "Mcp-Method": "tools/call",
-    "Mcp-Name": "slow",
-}
-
-
 async def test_abort_names_a_sessionless_request_among_others_with_its_id(
     server: LiveServer, http: httpx.AsyncClient, admin: httpx.AsyncClient
 ) -> None:
@@ -217,9 +205,11 @@ async def test_abort_names_a_sessionless_request_among_others_with_its_id(
     names the client that sent it (no session holds it)."""
 
     def call(client: str) -> asyncio.Task[httpx.Response]:
-        meta = {**MODERN_META, "io.modelcontextprotocol/clientInfo": {"name": client, "version": "9"}}
+        meta = modern_meta(client_info={"name": client, "version": "9"})
         payload = rpc("tools/call", {**SLOW, "_meta": meta}, 5)
-        return asyncio.create_task(http.post(server.url, json=payload, headers=MODERN_HEADERS))
+        return asyncio.create_task(
+            http.post(server.url, json=payload, headers=modern_headers("tools/call", "slow"))
+        )
 
     first, second = call("first-client"), call("second-client")
     sql = (

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,12 +18,7 @@ from psycopg.rows import dict_row
 
 from mcp_server.wire.errors import CONNECTION_CLOSED, REQUEST_ABORTED
 from tests.admin_helpers import admin_client, create_superuser, run_action
-from tests.live import (
-    LiveServer,
-    require_services,
-    shared_site,
-    start_server,
-)
+from tests.live import LiveServer, require_services, two_workers
 from tests.raw import messages_of, open_session, rpc, wait_for
 
 SLOW = {"name": "slow", "arguments": {"seconds": 30}}
@@ -34,18 +28,9 @@ SLOW = {"name": "slow", "arguments": {"seconds": 30}}
 def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, LiveServer, str]]:
     """Worker A (JSON responses) and worker B (SSE) of one site, and the site's database URL."""
     require_services()
-    directory: Path = tmp_path_factory.mktemp("admin-multiprocess")
-    with shared_site() as env:
-        a = start_server(directory, {"RESPONSE_MODE": "json"}, name="a", **env)
-        try:
-            b = start_server(directory, {"RESPONSE_MODE": "sse"}, name="b", **env)
-            try:
-                create_superuser(b)
-                yield a, b, env["DATABASE_URL"]
-            finally:
-                b.stop()
-        finally:
-            a.stop()
+    with two_workers(tmp_path_factory.mktemp("admin-multiprocess")) as (a, b, database):
+        create_superuser(b)
+        yield a, b, database
 
 
 @pytest.fixture

@@ -6,14 +6,13 @@ closes the stream."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from tests.live import LiveServer, require_services, shared_site, start_server
+from tests.live import LiveServer, require_services, two_workers
 from tests.raw import wait_for
 from tests.transports.test_listen import SUBSCRIPTION, listening, notify
 
@@ -26,17 +25,8 @@ WATCHED_URI = "test://watched-resource"
 def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, LiveServer, str]]:
     """Worker A (JSON responses) and worker B (SSE) of one site, and the site's database URL."""
     require_services()
-    directory: Path = tmp_path_factory.mktemp("listen-workers")
-    with shared_site() as env:
-        a = start_server(directory, {"RESPONSE_MODE": "json"}, name="a", **env)
-        try:
-            b = start_server(directory, {"RESPONSE_MODE": "sse"}, name="b", **env)
-            try:
-                yield a, b, env["DATABASE_URL"]
-            finally:
-                b.stop()
-        finally:
-            a.stop()
+    with two_workers(tmp_path_factory.mktemp("listen-workers")) as workers:
+        yield workers
 
 
 def rows(database: str, sql: str, *params: Any) -> list[dict[str, Any]]:

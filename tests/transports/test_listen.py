@@ -18,33 +18,17 @@ from mcp.shared.subscriptions import PromptsListChanged, ToolsListChanged
 
 from tests.admin_helpers import query
 from tests.live import LiveServer
-from tests.raw import ACCEPT_BOTH, messages_of, rpc, wait_for
+from tests.raw import MODERN, messages_of, modern_headers, modern_meta, rpc, wait_for
 
 pytestmark = pytest.mark.asyncio
 
-MODERN = "2026-07-28"
 SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
 TASKS = "io.modelcontextprotocol/tasks"
 TIMEOUT = 10.0
 
 
-def meta(capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": capabilities or {},
-    }
-
-
-def headers(method: str, name: str | None = None) -> dict[str, str]:
-    out = {
-        "Accept": ACCEPT_BOTH,
-        "Content-Type": "application/json",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": method,
-    }
-    if name is not None:
-        out["Mcp-Name"] = name
-    return out
+meta = modern_meta
+headers = modern_headers
 
 
 @pytest.fixture(scope="module", params=["auto", "sse", "json"])

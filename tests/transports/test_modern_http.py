@@ -14,16 +14,21 @@ import pytest
 
 from tests.admin_helpers import query
 from tests.live import LiveServer
-from tests.raw import ACCEPT_BOTH, final_response, messages_of, mode_of, rpc, wait_for
+from tests.raw import (
+    ACCEPT_BOTH,
+    MODERN,
+    final_response,
+    messages_of,
+    mode_of,
+    modern_headers,
+    modern_meta,
+    rpc,
+    wait_for,
+)
 
 pytestmark = pytest.mark.asyncio
 
-MODERN = "2026-07-28"
-META = {
-    "io.modelcontextprotocol/protocolVersion": MODERN,
-    "io.modelcontextprotocol/clientCapabilities": {},
-    "io.modelcontextprotocol/clientInfo": {"name": "modern-tests", "version": "1"},
-}
+META = modern_meta(client_info={"name": "modern-tests", "version": "1"})
 
 
 @pytest.fixture(scope="module", params=["auto", "sse", "json"])
@@ -31,16 +36,7 @@ def server(request: pytest.FixtureRequest, start: Callable[..., LiveServer]) -> 
     return start({"RESPONSE_MODE": request.param})
 
 
-def headers(method: str, name: str | None = None, **extra: str) -> dict[str, str]:
-    out = {
-        "Accept": ACCEPT_BOTH,
-        "Content-Type": "application/json",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": method,
-    }
-    if name is not None:
-        out["Mcp-Name"] = name
-    return {**out, **extra}
+headers = modern_headers
 
 
 def body(method: str, params: dict[str, Any] | None = None, request_id: int | str = 7) -> dict[str, Any]:
