@@ -52,6 +52,8 @@ class Response:
     def json(self) -> Any:
         assert self.content_type == "application/json"
         assert len(self.bodies) == 1
+        # A whole body goes out with its length (one write, no chunked framing).
+        assert dict(self.sent[0]["headers"])[b"content-length"] == str(len(self.bodies[0])).encode()
         return json.loads(self.bodies[0])
 
     def events(self) -> list[dict[str, Any]]:
@@ -175,7 +177,7 @@ async def test_nothing_to_answer_is_202_without_a_body(
 ) -> None:
     response = await post(runtime, mode, *body)
     assert response.sent == [
-        {"type": "http.response.start", "status": 202, "headers": []},
+        {"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]},
         {"type": "http.response.body", "body": b"", "more_body": False},
     ]
 
