@@ -25,10 +25,12 @@ from .conf import mcp_settings
 from .core.records import LedgerRecord, request_key
 from .core.stores import bounded
 from .ledger import Ledger, get_ledger
+from .ledger.tasks import DatabaseTaskStore
 from .ledger.upkeep import Holding, Upkeep
 from .ledger.writer import LedgerWriter
 from .protocol.outbound import OutboundTable
 from .protocol.settlement import ABORTED, RequestTable, aborted_response
+from .protocol.tasks import TaskRunner
 from .sessions import SessionCache, aend_session
 from .wire.jsonrpc import RequestId
 from .wire.messages import (
@@ -40,6 +42,7 @@ from .wire.messages import (
     ClientAnswer,
     EndSession,
     SessionChanged,
+    StopTask,
     StreamMessage,
     WorkerMessage,
     parse_event,
@@ -98,7 +101,22 @@ class Runtime:
         self.outbound = OutboundTable()
         ttl = mcp_settings.SESSION_CACHE_TTL if session_cache_ttl is None else session_cache_ttl
         self.sessions = SessionCache(float(ttl))
-        self.upkeep = Upkeep(self.ledger, self.worker_id, holding=self._holding)
+        self.tasks = TaskRunner(
+            DatabaseTaskStore(),
+            worker_id=self.worker_id,
+            channel=lambda: self.channel,
+            stop_elsewhere=self._stop_task_elsewhere,
+        )
+        """The tasks (extension ``io.modelcontextprotocol/tasks``) running here, and the shared task store
+        (``runtime.tasks.store.on_change(callback)`` is told of every status change this worker writes)."""
+        self.upkeep = Upkeep(
+            self.ledger,
+            self.worker_id,
+            holding=self._holding,
+            tasks=self.tasks.store,
+            running_tasks=self.tasks.held,
+            stop_tasks=self.tasks.stop_local,
+        )
         self.layer_alias = channel_layer_alias or mcp_settings.CHANNEL_LAYER
         self.layer: Any = get_channel_layer(self.layer_alias)
         """The Channels layer other workers reach this one through (``None``: this process only)."""
@@ -278,6 +296,8 @@ class Runtime:
                 )
         elif isinstance(message, ClientAnswer):
             self.outbound.resolve_forwarded(message.session_id, message.message)
+        elif isinstance(message, StopTask):
+            self.tasks.stop_local([message.task_id])
         elif isinstance(message, StreamMessage):
             for sink in list(self._streams.get(message.session_id, ())):
                 await sink.send(message.message)
@@ -290,6 +310,9 @@ class Runtime:
 
     async def _cancel_settled(self, session_id: str | None, key: str) -> None:
         await self._broadcast(CancelSettled(session_id=session_id, key=key))
+
+    async def _stop_task_elsewhere(self, task_id: str) -> None:
+        await self._broadcast(StopTask(task_id=task_id))
 
     def _holding(self) -> Holding:
         """What this worker holds in the ledger: its pending requests and the settlements not yet written."""
@@ -331,6 +354,7 @@ class Runtime:
         try:
             async with asyncio.timeout(grace):
                 closed = await self.requests.shutdown(reason)
+                await self.tasks.shutdown()
                 for sinks in list(self._streams.values()):
                     for sink in list(sinks):
                         sink.close(reason)

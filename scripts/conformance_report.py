@@ -10,8 +10,8 @@ passed (``SUCCESS``), failed (``FAILURE``) or warning (``WARNING``).
 
 A run is clean when it has no failure outside :data:`ALLOWED_FAILURES`, no warning outside
 :data:`ALLOWED_WARNINGS`, and no allowlisted entry that did not occur (a stale pin is an error too).
-:data:`PENDING` names the 2026 scenarios and checks whose server side is still being built (MRTR,
-``subscriptions/listen``, tasks): what they report is shown and counted apart, and does not make a run
+:data:`PENDING` names the 2026 scenarios and checks whose server side is still being built
+(``subscriptions/listen``): what they report is shown and counted apart, and does not make a run
 unclean.
 """
 
@@ -90,9 +90,7 @@ ALLOWED_FAILURES: dict[str, dict[str, str]] = {
 the reason. Nothing else may fail."""
 
 LISTEN = "subscriptions/listen: not built yet (issue 13)"
-TASKS = "the tasks extension (io.modelcontextprotocol/tasks): not built yet (issue 13)"
 PENDING: dict[str, str] = {
-    "tasks-": TASKS,
     "server-stateless:sep-2575-server-sends-subscription-ack": LISTEN,
     "server-stateless:sep-2575-server-tags-subscription-id": LISTEN,
     "server-stateless:sep-2575-server-honors-notification-filter": LISTEN,
@@ -100,7 +98,7 @@ PENDING: dict[str, str] = {
     "server-stateless:sep-2575-server-sends-tools-list-changed-on-subscription": LISTEN,
 }
 """2026 run only: ``"scenario:check-id"`` keys, or scenario-name prefixes (ending in ``-``), whose server
-side is not built yet (subscriptions/listen, tasks). Their failures and warnings are reported
+side is not built yet (subscriptions/listen). Their failures and warnings are reported
 as pending, never as unexpected; remove an entry once its feature is merged."""
 
 

@@ -16,6 +16,7 @@ from mcp_types.methods import serialize_server_result
 
 from ..conf import DEFAULTS, mcp_settings
 from ..core.context import LOG_LEVELS, Context, SessionState
+from ..core.tasks import TASKS_EXTENSION
 from ..wire.errors import INVALID_PARAMS, JSONRPCError
 from ..wire.jsonrpc import JSONRPCRequest, error_response
 from ..wire.modern import (
@@ -100,10 +101,10 @@ def modern_request_session(
 def discover_result(server: MCPServer) -> dict[str, Any]:
     """The body of a ``server/discover`` result (hints and ``serverInfo`` are added by
     :func:`finish_result`)."""
-    result: dict[str, Any] = {
-        "supportedVersions": list(MODERN_VERSIONS),
-        "capabilities": server_capabilities(server),
-    }
+    capabilities = server_capabilities(server)
+    if any(tool.task for tool in server.tools.values()):
+        capabilities["extensions"] = {TASKS_EXTENSION: {}}
+    result: dict[str, Any] = {"supportedVersions": list(MODERN_VERSIONS), "capabilities": capabilities}
     instructions = server.instructions or mcp_settings.INSTRUCTIONS
     if instructions:
         result["instructions"] = instructions

@@ -20,6 +20,7 @@ __all__ = [
     "ClientAnswer",
     "EndSession",
     "SessionChanged",
+    "StopTask",
     "StreamMessage",
     "WorkerMessage",
     "parse_event",
@@ -94,6 +95,14 @@ class AbortResult:
 
 
 @dataclass(frozen=True)
+class StopTask:
+    """A task was settled elsewhere (``tasks/cancel``, an operator): the worker running it stops it."""
+
+    type: ClassVar[str] = "mcp.task.stop"
+    task_id: str
+
+
+@dataclass(frozen=True)
 class ClientAnswer:
     """The client's answer to a server-to-client request, posted to a worker other than the one waiting."""
 
@@ -120,6 +129,7 @@ WorkerMessage: TypeAlias = (
     | AbortResult
     | ClientAnswer
     | StreamMessage
+    | StopTask
 )
 
 _KINDS: dict[str, type[WorkerMessage]] = {
@@ -133,6 +143,7 @@ _KINDS: dict[str, type[WorkerMessage]] = {
         AbortResult,
         ClientAnswer,
         StreamMessage,
+        StopTask,
     )
 }
 
