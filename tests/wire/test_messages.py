@@ -16,6 +16,7 @@ from mcp_server.wire.messages import (
     ClientAnswer,
     EndSession,
     SessionChanged,
+    StopTask,
     StreamMessage,
     WorkerMessage,
     parse_event,
@@ -39,6 +40,7 @@ SAMPLES: list[WorkerMessage] = [
         session_id="s1",
         message={"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "x://é"}},
     ),
+    StopTask(task_id="Xy-_0123456789abcdefghijklmnopqrstuv"),
 ]
 
 
@@ -46,7 +48,7 @@ def test_every_message_type_has_a_sample() -> None:
     assert {type(m) for m in SAMPLES} == set(get_args(WorkerMessage))
 
 
-@pytest.mark.parametrize("message", SAMPLES, ids=lambda m: f"{m.type}-{m.session_id}")
+@pytest.mark.parametrize("message", SAMPLES, ids=lambda m: f"{m.type}-{getattr(m, 'session_id', None)}")
 def test_round_trip(message: WorkerMessage) -> None:
     event = to_event(message)
     assert event["type"] == message.type
