@@ -159,6 +159,7 @@ class Task(models.Model):
     """A task of the ``io.modelcontextprotocol/tasks`` extension (2026-07-28): a ``tools/call`` answered
     ``resultType: "task"`` whose tool goes on running. Any worker answers ``tasks/get`` from this row; the
     worker running it renews ``lease_expires`` while it lives, and a survivor fails it once the lease ran out.
+    The ``tools/call`` that created it is the ledger row whose outcome names it (``{"task": <id>}``).
     """
 
     class Status(models.TextChoices):
@@ -192,15 +193,6 @@ class Task(models.Model):
     worker = models.CharField(max_length=200, blank=True)
     channel = models.CharField(max_length=200, blank=True)
     lease_expires = models.DateTimeField(null=True, blank=True)
-    request = models.ForeignKey(
-        LedgerEntry,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-        db_constraint=False,
-        help_text=_("The tools/call that created the task."),
-    )
     input_requests = models.JSONField(default=dict, blank=True)
     input_responses = models.JSONField(default=dict, blank=True)
     result = models.JSONField(null=True, blank=True)

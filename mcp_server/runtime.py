@@ -44,6 +44,7 @@ from .wire.messages import (
     SessionChanged,
     StopTask,
     StreamMessage,
+    TaskStatus,
     WorkerMessage,
     parse_event,
     session_group,
@@ -101,14 +102,17 @@ class Runtime:
         self.outbound = OutboundTable()
         ttl = mcp_settings.SESSION_CACHE_TTL if session_cache_ttl is None else session_cache_ttl
         self.sessions = SessionCache(float(ttl))
+        self.layer_alias = channel_layer_alias or mcp_settings.CHANNEL_LAYER
+        self.layer: Any = get_channel_layer(self.layer_alias)
+        """The Channels layer other workers reach this one through (``None``: this process only)."""
         self.tasks = TaskRunner(
             DatabaseTaskStore(),
             worker_id=self.worker_id,
             channel=lambda: self.channel,
+            layer=self.layer,
             stop_elsewhere=self._stop_task_elsewhere,
         )
-        """The tasks (extension ``io.modelcontextprotocol/tasks``) running here, and the shared task store
-        (``runtime.tasks.store.on_change(callback)`` is told of every status change this worker writes)."""
+        """The tasks (extension ``io.modelcontextprotocol/tasks``) running here, and the shared task store."""
         self.upkeep = Upkeep(
             self.ledger,
             self.worker_id,
@@ -117,9 +121,6 @@ class Runtime:
             running_tasks=self.tasks.held,
             stop_tasks=self.tasks.stop_local,
         )
-        self.layer_alias = channel_layer_alias or mcp_settings.CHANNEL_LAYER
-        self.layer: Any = get_channel_layer(self.layer_alias)
-        """The Channels layer other workers reach this one through (``None``: this process only)."""
         self.channel = ""
         """This process's channel-layer name (empty until :meth:`start`, or without a channel layer)."""
         self.exchanges: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -298,6 +299,8 @@ class Runtime:
             self.outbound.resolve_forwarded(message.session_id, message.message)
         elif isinstance(message, StopTask):
             self.tasks.stop_local([message.task_id])
+        elif isinstance(message, TaskStatus):
+            await self.tasks.heard(message)
         elif isinstance(message, StreamMessage):
             for sink in list(self._streams.get(message.session_id, ())):
                 await sink.send(message.message)

@@ -24,7 +24,16 @@ from ..ledger import LedgerRecord, State, get_ledger
 from ..ledger.tasks import DatabaseTaskStore
 from ..protocol.settlement import ABORT_MESSAGE, aborted_response, outcome_of
 from ..sessions import aend_session
-from ..wire.messages import WORKERS_GROUP, AbortRequest, AbortResult, StopTask, parse_event, to_event
+from ..wire.messages import (
+    WORKERS_GROUP,
+    AbortRequest,
+    AbortResult,
+    StopTask,
+    TaskStatus,
+    parse_event,
+    task_group,
+    to_event,
+)
 
 __all__ = [
     "ABORT_MESSAGE",
@@ -112,6 +121,10 @@ async def acancel_tasks(task_ids: Iterable[str]) -> list[str]:
     if layer is not None:
         for task_id in cancelled:
             await layer.group_send(WORKERS_GROUP, to_event(StopTask(task_id=task_id)))
+            record = await store.aget(task_id)
+            if record is not None:  # to the workers watching it (notifications/tasks)
+                status = TaskStatus(task_id=task_id, task=record.detailed())
+                await layer.group_send(task_group(task_id), to_event(status))
     return cancelled
 
 

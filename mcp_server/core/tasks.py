@@ -84,8 +84,6 @@ class TaskRecord:
     worker: str = ""
     channel: str = ""
     lease_expires: datetime | None = None
-    request_pk: Any = None
-    """The ledger key of the ``tools/call`` that created the task."""
     input_requests: dict[str, Any] = field(default_factory=dict)
     """Every input request the task asked (its keys are never reused)."""
     input_responses: dict[str, Any] = field(default_factory=dict)

@@ -39,7 +39,6 @@ def _record(row: Any) -> TaskRecord:
         worker=row.worker,
         channel=row.channel,
         lease_expires=row.lease_expires,
-        request_pk=row.request_id,
         input_requests=dict(row.input_requests or {}),
         input_responses=dict(row.input_responses or {}),
         result=row.result,
@@ -75,7 +74,6 @@ class DatabaseTaskStore(TaskStore):
             worker=record.worker,
             channel=record.channel,
             lease_expires=record.lease_expires,
-            request_id=record.request_pk,
         )
         await self._changed(record)
 

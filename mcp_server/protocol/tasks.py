@@ -39,6 +39,7 @@ from ..core.tasks import (
     owner_of,
 )
 from ..wire.errors import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, REQUEST_TIMEOUT, JSONRPCError
+from ..wire.messages import TaskStatus, task_group, to_event
 from ..wire.modern import MissingClientCapability
 from .modern import finish_result, is_modern
 
@@ -124,15 +125,47 @@ class TaskRunner:
         *,
         worker_id: str,
         channel: Callable[[], str] = lambda: "",
+        layer: Any = None,
         stop_elsewhere: Callable[[str], Awaitable[Any]] | None = None,
     ) -> None:
         self.store = store
+        self.layer = layer
+        """The channel layer status changes are published on (``None``: this process only)."""
+        self.status_listeners: list[Callable[[TaskStatus], Awaitable[None]]] = []
+        """Called with each :class:`TaskStatus` this worker hears of, from any worker, for the tasks it
+        watches (:meth:`watch`): the hook of ``notifications/tasks`` on ``subscriptions/listen``."""
+        store.on_change(self._publish)
         self.worker_id = worker_id
         self._channel = channel
         self._stop_elsewhere = stop_elsewhere
         self.running: dict[str, asyncio.Task[None]] = {}
         self._wakeups: dict[str, asyncio.Event] = {}
         self.stopping = False
+
+    async def watch(self, task_id: str) -> None:
+        """Hear of the task's status changes, written by any worker, in :attr:`status_listeners`."""
+        if self.layer is not None and self._channel():
+            await bounded(self.layer.group_add(task_group(task_id), self._channel()), "channel layer")
+
+    async def unwatch(self, task_id: str) -> None:
+        """Stop hearing of the task's status changes."""
+        if self.layer is not None and self._channel():
+            await bounded(self.layer.group_discard(task_group(task_id), self._channel()), "channel layer")
+
+    async def heard(self, message: TaskStatus) -> None:
+        """A status change arrived on this worker's channel: tell the listeners."""
+        for listener in list(self.status_listeners):
+            await listener(message)
+
+    async def _publish(self, record: TaskRecord) -> None:
+        """Each status change this worker writes goes to the workers watching the task (never fatal)."""
+        if self.layer is None:
+            return
+        try:
+            event = to_event(TaskStatus(task_id=record.task_id, task=record.detailed()))
+            await bounded(self.layer.group_send(task_group(record.task_id), event), "channel layer")
+        except Exception:
+            logger.warning("could not publish the status of task %s", record.task_id[:12], exc_info=True)
 
     def held(self) -> set[str]:
         """The ids of the tasks running here (their leases are renewed by the upkeep)."""
@@ -143,7 +176,6 @@ class TaskRunner:
         now = timezone.now()
         ttl = mcp_settings.TASK_TTL
         poll = mcp_settings.TASK_POLL_INTERVAL
-        entry = getattr(ctx.peer, "entry", None)
         user = ctx.user if getattr(ctx.user, "is_authenticated", False) else None
         record = TaskRecord(
             task_id=new_task_id(),
@@ -158,7 +190,6 @@ class TaskRunner:
             worker=self.worker_id,
             channel=self._channel(),
             lease_expires=now + timedelta(seconds=float(mcp_settings.LEASE_TIMEOUT)),
-            request_pk=getattr(getattr(entry, "record", None), "pk", None),
         )
         await bounded(self.store.acreate(record), "database")
         task_ctx = dataclasses.replace(ctx, peer=_TaskPeer(), rounds=None, task_id=record.task_id)

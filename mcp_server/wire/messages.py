@@ -22,9 +22,11 @@ __all__ = [
     "SessionChanged",
     "StopTask",
     "StreamMessage",
+    "TaskStatus",
     "WorkerMessage",
     "parse_event",
     "session_group",
+    "task_group",
     "to_event",
 ]
 
@@ -102,6 +104,21 @@ class StopTask:
     task_id: str
 
 
+def task_group(task_id: str) -> str:
+    """The group of the workers that want a task's status changes (``subscriptions/listen`` with
+    ``taskIds``): :class:`TaskStatus` messages go there."""
+    return f"mcp-task-{task_id}"
+
+
+@dataclass(frozen=True)
+class TaskStatus:
+    """A task's status changed (tasks extension): its DetailedTask, for ``notifications/tasks``."""
+
+    type: ClassVar[str] = "mcp.task.status"
+    task_id: str
+    task: dict[str, Any]
+
+
 @dataclass(frozen=True)
 class ClientAnswer:
     """The client's answer to a server-to-client request, posted to a worker other than the one waiting."""
@@ -130,6 +147,7 @@ WorkerMessage: TypeAlias = (
     | ClientAnswer
     | StreamMessage
     | StopTask
+    | TaskStatus
 )
 
 _KINDS: dict[str, type[WorkerMessage]] = {
@@ -144,6 +162,7 @@ _KINDS: dict[str, type[WorkerMessage]] = {
         ClientAnswer,
         StreamMessage,
         StopTask,
+        TaskStatus,
     )
 }
 

@@ -18,6 +18,7 @@ from mcp_server.wire.messages import (
     SessionChanged,
     StopTask,
     StreamMessage,
+    TaskStatus,
     WorkerMessage,
     parse_event,
     session_group,
@@ -41,6 +42,7 @@ SAMPLES: list[WorkerMessage] = [
         message={"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "x://é"}},
     ),
     StopTask(task_id="Xy-_0123456789abcdefghijklmnopqrstuv"),
+    TaskStatus(task_id="t1", task={"taskId": "t1", "status": "working", "ttlMs": None}),
 ]
 
 
