@@ -200,8 +200,9 @@ class TaskStore(ABC):
         """Extend the lease of ``worker``'s live tasks among ``held``; returns those still live."""
 
     @abstractmethod
-    async def afail_orphans(self, now: datetime, worker: str, error: dict[str, Any]) -> int:
-        """Fail the live tasks of other workers whose lease ran out (their worker died)."""
+    async def afail_orphans(self, now: datetime, error: dict[str, Any]) -> int:
+        """Fail the live tasks whose lease ran out: their worker died, or (this worker's own) their handler
+        never started (the call creating them was cancelled between the row and the start)."""
 
     @abstractmethod
     async def aprune(self, now: datetime) -> int:

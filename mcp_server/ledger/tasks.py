@@ -155,8 +155,8 @@ class DatabaseTaskStore(TaskStore):
         await rows.aupdate(lease_expires=until)
         return {pk async for pk in rows.values_list("pk", flat=True)}
 
-    async def afail_orphans(self, now: datetime, worker: str, error: dict[str, Any]) -> int:
-        rows = self.model.objects.filter(status__in=list(LIVE), lease_expires__lt=now).exclude(worker=worker)
+    async def afail_orphans(self, now: datetime, error: dict[str, Any]) -> int:
+        rows = self.model.objects.filter(status__in=list(LIVE), lease_expires__lt=now)
         failed = 0
         async for task_id in rows.values_list("pk", flat=True)[:500]:
             failed += await self.afinish(task_id, "failed", error=error, message=error.get("message", ""))

@@ -130,7 +130,8 @@ class Upkeep:
 
     async def keep_tasks(self, now: datetime, lease: timedelta, *, orphans: bool = True) -> dict[str, int]:
         """Renew the leases of the tasks running here (and stop those settled elsewhere meanwhile), fail
-        the live tasks of dead workers (``orphans``), and delete terminal tasks past their TTL."""
+        the live tasks whose lease ran out (``orphans``: a dead worker's, or a row whose handler never
+        started), and delete terminal tasks past their TTL."""
         if self.tasks is None:
             return {}
         running = set(self.running_tasks() if self.running_tasks is not None else ())
@@ -141,7 +142,7 @@ class Upkeep:
         failed = 0
         if orphans:
             error = closed_response(0, ORPHAN_REASON)["error"]
-            failed = await self.tasks.afail_orphans(now, self.worker_id, error)
+            failed = await self.tasks.afail_orphans(now, error)  # after the renewal: never what runs here
         return {
             "tasks_renewed": len(live),
             "tasks_failed": failed,

@@ -77,6 +77,7 @@ async def test_upkeep_renews_its_tasks_fails_orphans_and_prunes() -> None:
     store = DatabaseTaskStore()
     mine = await make(store, worker="alive")
     orphan = await make(store, worker="dead", lease=-1.0)  # its lease ran out: its worker died
+    never_started = await make(store, worker="alive", lease=-1.0)  # this worker's, but not running here
     stopped: list[str] = []
     upkeep = Upkeep(
         get_ledger(),
@@ -87,7 +88,8 @@ async def test_upkeep_renews_its_tasks_fails_orphans_and_prunes() -> None:
     )
     done = await upkeep.keep_tasks(timezone.now(), timedelta(seconds=30))
     assert done["tasks_renewed"] == 1
-    assert done["tasks_failed"] == 1
+    assert done["tasks_failed"] == 2
+    assert getattr(await store.aget(never_started.task_id), "status", None) == "failed"
     assert stopped == ["cancelled-meanwhile"]
     failed = await store.aget(orphan.task_id)
     assert failed is not None
@@ -99,6 +101,6 @@ async def test_upkeep_renews_its_tasks_fails_orphans_and_prunes() -> None:
     assert renewed.lease_expires is not None
     assert renewed.lease_expires > mine.lease_expires  # type: ignore[operator]
     later = timezone.now() + timedelta(minutes=5)  # past the TTL of both: the ended one is deleted
-    assert (await upkeep.keep_tasks(later, timedelta(seconds=30), orphans=False))["tasks_pruned"] == 1
+    assert (await upkeep.keep_tasks(later, timedelta(seconds=30), orphans=False))["tasks_pruned"] == 2
     assert await store.aget(orphan.task_id) is None
     assert await store.aget(mine.task_id) is not None  # a live task is never pruned
