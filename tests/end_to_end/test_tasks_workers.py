@@ -33,28 +33,34 @@ class Workers:
     env: dict[str, str]
     directory: Path
     servers: dict[str, LiveServer]
+    overrides: dict[str, Any]
 
     def client(self, name: str, **options: Any) -> TaskClient:
         return TaskClient(f"{self.servers[name].base}/conformance/mcp", **options)
 
     def restart(self, name: str) -> LiveServer:
         self.servers[name].stop()
-        self.servers[name] = start_server(self.directory, OVERRIDES, name=f"{name}-again", **self.env)
+        self.servers[name] = start_server(self.directory, self.overrides, name=f"{name}-again", **self.env)
         return self.servers[name]
 
 
-OVERRIDES = {"RESPONSE_MODE": "auto", "LEASE_TIMEOUT": LEASE}
+LEDGERS = {
+    "db": "mcp_server.ledger.database.DatabaseLedger",
+    "cache": "mcp_server.ledger.cache.CacheLedger",
+}
 
 
-@pytest.fixture(scope="module")
-def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
-    """Workers ``a``, ``b`` and ``doomed`` of one site (the database ledger on PostgreSQL, Redis layer)."""
+@pytest.fixture(scope="module", params=list(LEDGERS))
+def workers(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
+    """Workers ``a``, ``b`` and ``doomed`` of one site on PostgreSQL and Redis, with the database ledger or
+    the cache ledger (tasks are on the database either way)."""
     directory = tmp_path_factory.mktemp("tasks-workers")
+    overrides = {"RESPONSE_MODE": "auto", "LEASE_TIMEOUT": LEASE, "LEDGER_BACKEND": LEDGERS[request.param]}
     with shared_site() as env, ThreadPoolExecutor(3) as pool:
         names = ("a", "b", "doomed")
-        futures = {n: pool.submit(start_server, directory, OVERRIDES, name=n, **env) for n in names}
+        futures = {n: pool.submit(start_server, directory, overrides, name=n, **env) for n in names}
         servers = {name: future.result() for name, future in futures.items()}
-        site = Workers(env["DATABASE_URL"], env, directory, servers)
+        site = Workers(env["DATABASE_URL"], env, directory, servers, overrides)
         try:
             yield site
         finally:
