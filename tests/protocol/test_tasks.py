@@ -198,3 +198,19 @@ async def test_a_task_is_its_owners_alone(start: Callable[..., LiveServer]) -> N
     assert row["owner"] == f"user:{row['user_id']}"
     await alice.result("tasks/cancel", {"taskId": task_id})
     assert (await alice.get(task_id))["status"] == "cancelled"
+
+
+async def test_a_worker_shutting_down_fails_the_tasks_it_runs(start: Callable[..., LiveServer]) -> None:
+    server = start({"RESPONSE_MODE": "auto"})
+    client = TaskClient(f"{server.base}/conformance/mcp")
+    task_id = (await client.create("slow_compute", {"seconds": 600}))["taskId"]
+    assert (await client.get(task_id))["status"] == "working"
+    server.stop()  # SIGTERM: a graceful shutdown
+    assert server.process.returncode is not None
+    row = query(server, "SELECT status, error, lease_expires FROM mcp_server_task WHERE id = ?", task_id)[0]
+    assert row["status"] == "failed"
+    assert json.loads(row["error"]) == {
+        "code": -32000,
+        "message": "Connection closed: the worker running the task shut down",
+    }
+    assert row["lease_expires"] is None
