@@ -11,6 +11,7 @@ terminal: ``completed``, ``failed``, ``cancelled``; a terminal task never change
 
 from __future__ import annotations
 
+import logging
 import secrets
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection
@@ -29,6 +30,8 @@ __all__ = [
     "new_task_id",
     "owner_of",
 ]
+
+logger = logging.getLogger("mcp_server.tasks")
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 """The extension's identifier, under ``clientCapabilities.extensions`` and ``capabilities.extensions``."""
@@ -159,9 +162,12 @@ class TaskStore(ABC):
         if record is None:
             return
         for listener in list(self._listeners):
-            outcome = listener(record)
-            if hasattr(outcome, "__await__"):
-                await outcome
+            try:
+                outcome = listener(record)
+                if hasattr(outcome, "__await__"):
+                    await outcome
+            except Exception:  # a listener's failure never undoes or fails the write it hears of
+                logger.exception("a task listener failed on %s", record.task_id[:12])
 
     @abstractmethod
     async def acreate(self, record: TaskRecord) -> None:
