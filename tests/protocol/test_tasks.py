@@ -170,6 +170,8 @@ async def test_unknown_removed_and_mismatched(client: TaskClient) -> None:
         await client.error(removed, {"taskId": "x"}, 404, -32601, name="x")
     task_id = (await client.create("slow_compute", {"seconds": 30}))["taskId"]
     await client.error("tasks/get", {"taskId": task_id}, 400, -32020, name="another-task")
+    other_server = TaskClient(client.url.replace("/conformance/mcp", "/mcp"))
+    await other_server.error("tasks/get", {"taskId": task_id}, 400, NOT_FOUND)  # bound to its server
     await client.result("tasks/cancel", {"taskId": task_id})
 
 
