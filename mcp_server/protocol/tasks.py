@@ -59,7 +59,11 @@ __all__ = [
 logger = logging.getLogger("mcp_server.tasks")
 
 INPUT_POLL = 0.2
-"""Seconds between two looks at the store while a task waits for answers brought to another worker."""
+"""Seconds between two looks at the store while a task waits for answers, without a channel layer."""
+
+INPUT_POLL_WATCHED = 2.0
+"""The same, while the worker hears of the task's changes on the channel layer (the look is then a fallback
+for a lost message: an answer recorded on any worker wakes the task at once)."""
 
 SHUTDOWN_MESSAGE = "the worker running the task shut down"
 
@@ -140,20 +144,37 @@ class TaskRunner:
         self._stop_elsewhere = stop_elsewhere
         self.running: dict[str, asyncio.Task[None]] = {}
         self._wakeups: dict[str, asyncio.Event] = {}
+        self._watching: dict[str, int] = {}
         self.stopping = False
 
-    async def watch(self, task_id: str) -> None:
-        """Hear of the task's status changes, written by any worker, in :attr:`status_listeners`."""
-        if self.layer is not None and self._channel():
-            await bounded(self.layer.group_add(task_group(task_id), self._channel()), "channel layer")
+    async def watch(self, task_id: str) -> bool:
+        """Hear of the task's status changes, written by any worker, in :attr:`status_listeners` (until as
+        many :meth:`unwatch` as there were ``watch``); ``False`` without a channel layer."""
+        if self.layer is None or not self._channel():
+            return False
+        self._watching[task_id] = self._watching.get(task_id, 0) + 1
+        if self._watching[task_id] == 1:
+            try:
+                await bounded(self.layer.group_add(task_group(task_id), self._channel()), "channel layer")
+            except BaseException:
+                self._watching.pop(task_id, None)
+                raise
+        return True
 
     async def unwatch(self, task_id: str) -> None:
-        """Stop hearing of the task's status changes."""
-        if self.layer is not None and self._channel():
+        """Stop hearing of the task's status changes (once every ``watch`` of it is undone)."""
+        count = self._watching.get(task_id, 0) - 1
+        if count > 0:
+            self._watching[task_id] = count
+            return
+        self._watching.pop(task_id, None)
+        if count == 0 and self.layer is not None and self._channel():
             await bounded(self.layer.group_discard(task_group(task_id), self._channel()), "channel layer")
 
     async def heard(self, message: TaskStatus) -> None:
-        """A status change arrived on this worker's channel: tell the listeners."""
+        """A status change arrived on this worker's channel: wake the task if it waits for answers here,
+        and tell the listeners."""
+        self.wake(message.task_id)
         for listener in list(self.status_listeners):
             await listener(message)
 
@@ -253,15 +274,25 @@ class TaskRunner:
         if not await bounded(self.store.aask(task_id, asked), "database"):
             return None
         wakeup = self._wakeups.setdefault(task_id, asyncio.Event())
-        while True:
-            record = await bounded(self.store.aget(task_id), "database")
-            if record is None or not record.live:
-                return None
-            if all(key in record.input_responses for key in asked):
-                return {key: record.input_responses[key] for key in asked}
-            wakeup.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wakeup.wait(), INPUT_POLL)
+        try:  # answered on another worker: its write is published to the task's group, which wakes us
+            watched = await self.watch(task_id)
+        except Exception:
+            logger.warning("task %s: cannot watch it; polling the store", task_id[:12], exc_info=True)
+            watched = False
+        try:
+            while True:  # the store is read after the watch began: no answer slips between the two
+                record = await bounded(self.store.aget(task_id), "database")
+                if record is None or not record.live:
+                    return None
+                if all(key in record.input_responses for key in asked):
+                    return {key: record.input_responses[key] for key in asked}
+                wakeup.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wakeup.wait(), INPUT_POLL_WATCHED if watched else INPUT_POLL)
+        finally:
+            if watched:
+                with contextlib.suppress(Exception):
+                    await self.unwatch(task_id)
 
     def wake(self, task_id: str) -> None:
         """Answers for a task arrived here: look at the store now rather than at the next poll."""
