@@ -193,7 +193,10 @@ class TaskRunner:
         return set(self.running)
 
     async def start(self, ctx: Context, tool: Tool, answers: dict[str, Any]) -> dict[str, Any]:
-        """Create the task durably, start it here, and return the ``CreateTaskResult``."""
+        """Create the task durably, start it here, and return the ``CreateTaskResult`` (-32000 while this
+        worker shuts down: it would not run the task to its end)."""
+        if self.stopping:
+            raise JSONRPCError(CONNECTION_CLOSED, f"Connection closed: {SHUTDOWN_MESSAGE}")
         now = timezone.now()
         ttl = mcp_settings.TASK_TTL
         poll = mcp_settings.TASK_POLL_INTERVAL
