@@ -1,5 +1,7 @@
 """Admin for MCP sessions and the request ledger, with a live page of pending requests.
 
+Tasks (the 2026-07-28 tasks extension) are listed live ones first, with *Cancel selected tasks*.
+
 Operator actions: *Abort selected requests* answers each pending one with -32003 "Request aborted by an
 operator" (:data:`~mcp_server.wire.errors.REQUEST_ABORTED`); *End selected sessions* answers their
 in-flight requests -32000 and later requests with their id get 404. Both settle through the ledger's
@@ -23,20 +25,22 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from .admin_live.operations import END_REASON, end_sessions
+from .admin_live.operations import END_REASON, TASK_CANCEL_MESSAGE, cancel_tasks, end_sessions
 from .admin_live.routing import LIVE_PATH
 from .admin_live.views import LivePage, abort_and_log
 from .core.states import State
-from .models import LedgerEntry, Session
+from .models import LedgerEntry, Session, Task
 
-__all__ = ["AgeFilter", "LedgerEntryAdmin", "SessionAdmin", "ThinChangeList"]
+__all__ = ["AgeFilter", "LedgerEntryAdmin", "SessionAdmin", "TaskAdmin", "ThinChangeList"]
 
 if TYPE_CHECKING:
     SessionModelAdmin = admin.ModelAdmin[Session]
     LedgerEntryModelAdmin = admin.ModelAdmin[LedgerEntry]
+    TaskModelAdmin = admin.ModelAdmin[Task]
 else:
     SessionModelAdmin = admin.ModelAdmin
     LedgerEntryModelAdmin = admin.ModelAdmin
+    TaskModelAdmin = admin.ModelAdmin
 
 
 def _duration(delta: timedelta) -> str:
@@ -262,4 +266,60 @@ class LedgerEntryAdmin(LedgerEntryModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: LedgerEntry | None = None) -> bool:
         """A deleted pending row would leave its request unanswered; settled rows are pruned by the ledger."""
+        return False
+
+
+LIVE_TASKS = (Task.Status.WORKING, Task.Status.INPUT_REQUIRED)
+
+
+@admin.register(Task)
+class TaskAdmin(TaskModelAdmin):
+    """Tasks of the tasks extension: live ones (working, input required) first, the *cancel* action."""
+
+    list_display = ("short_id", "status", "tool", "age", "owner", "user", "server", "worker", "updated")
+    list_filter = ("status", "server", "tool")
+    search_fields = ("id", "tool", "owner", "worker")
+    search_help_text = "Task id, tool, owner (user:<pk> or anonymous) or worker."
+    readonly_fields = [f.name for f in Task._meta.get_fields() if f.concrete]
+    list_select_related = ("user",)
+    list_deferred = ("input_requests", "input_responses", "result", "error")
+    """What the task asked, was answered and returned: shown on its own page, never loaded for the list."""
+    show_full_result_count = False
+    actions = ["cancel_tasks"]
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return ThinChangeList
+
+    def get_ordering(self, request: HttpRequest) -> Any:
+        """Live tasks first (working, input required), newest first within each group."""
+        live_first = Case(When(status__in=LIVE_TASKS, then=Value(0)), default=Value(1))
+        return [OrderBy(live_first), "-created"]
+
+    @admin.display(description="task", ordering="id")
+    def short_id(self, obj: Task) -> str:
+        return f"{obj.id[:12]}…"
+
+    @admin.display(description="age", ordering="-created")
+    def age(self, obj: Task) -> str:
+        return _duration(timezone.now() - obj.created)
+
+    @admin.action(description="Cancel selected tasks", permissions=["change"])
+    def cancel_tasks(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
+        live = {task.pk: task for task in queryset.filter(status__in=LIVE_TASKS)}
+        cancelled = cancel_tasks(live)
+        for task_id in cancelled:
+            self.log_change(request, live[task_id], f"Cancelled the task ({TASK_CANCEL_MESSAGE}).")
+        skipped = queryset.count() - len(cancelled)
+        note = f"; {skipped} had already ended" if skipped else ""
+        self.message_user(request, f"Cancelled {len(cancelled)} task(s){note}.", messages.SUCCESS)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Task | None = None) -> bool:
+        """Actions need the change permission; a task itself is never edited."""
+        return obj is None and super().has_change_permission(request)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Task | None = None) -> bool:
+        """A deleted live task would leave its client polling nothing; ended ones are pruned (TTL)."""
         return False

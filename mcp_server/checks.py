@@ -261,6 +261,23 @@ def check_request_state_max_age(app_configs: Any = None, **kwargs: Any) -> list[
     ]
 
 
+@register(Tags.compatibility)
+def check_task_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E017: ``TASK_TTL`` or ``TASK_POLL_INTERVAL`` is neither ``None`` nor a positive number of seconds."""
+    if not isinstance(getattr(settings, "MCP_SERVER", {}), dict):
+        return []  # E000 says so
+    current = MCPSettings.from_django()
+    return [
+        Error(
+            f"MCP_SERVER['{key}'] must be None or a positive number of seconds.",
+            hint="Tasks (2026-07-28 tasks extension): how long a task is kept, how often clients poll it.",
+            id="mcp_server.E017",
+        )
+        for key in ("TASK_TTL", "TASK_POLL_INTERVAL")
+        if getattr(current, key) is not None and not _number(getattr(current, key))
+    ]
+
+
 REDIS_CACHES = ("django.core.cache.backends.redis.RedisCache", "django_redis.cache.RedisCache")
 
 

@@ -55,6 +55,8 @@ DEFAULTS: dict[str, Any] = {
         "resources/read": {"ttl_ms": 0, "cache_scope": "private"},
     },
     "REQUEST_STATE_MAX_AGE": 3600.0,
+    "TASK_TTL": 3600.0,
+    "TASK_POLL_INTERVAL": 0.5,
 }
 """Every key ``MCP_SERVER`` understands, with its default. The README's settings table mirrors this."""
 
@@ -100,6 +102,10 @@ class MCPSettings:
     CACHE_HINTS: dict[str, dict[str, Any]]
     REQUEST_STATE_MAX_AGE: float
     """Seconds a signed ``requestState`` (an ``input_required`` round at 2026-07-28) stays valid."""
+    TASK_TTL: float | None
+    """Seconds a task is kept after its creation (its ``ttlMs``; ``None``: until pruned by hand)."""
+    TASK_POLL_INTERVAL: float | None
+    """Seconds between two ``tasks/get`` a client is told to wait (``pollIntervalMs``)."""
     unknown_keys: tuple[str, ...] = field(default=())
 
     @classmethod

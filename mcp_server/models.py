@@ -9,7 +9,7 @@ from django.utils.translation import gettext_lazy as _
 from .auth.models import AccessToken
 from .core.states import State
 
-__all__ = ["AccessToken", "LedgerEntry", "Session"]
+__all__ = ["AccessToken", "LedgerEntry", "Session", "Task"]
 
 
 class Session(models.Model):
@@ -153,3 +153,61 @@ class LedgerEntry(models.Model):
         """The JSON-RPC id with its original type."""
         kind, _sep, raw = self.request_key.partition(":")
         return int(raw) if kind == "i" else raw
+
+
+class Task(models.Model):
+    """A task of the ``io.modelcontextprotocol/tasks`` extension (2026-07-28): a ``tools/call`` answered
+    ``resultType: "task"`` whose tool goes on running. Any worker answers ``tasks/get`` from this row; the
+    worker running it renews ``lease_expires`` while it lives, and a survivor fails it once the lease ran out.
+    The ``tools/call`` that created it is the ledger row whose outcome names it (``{"task": <id>}``).
+    """
+
+    class Status(models.TextChoices):
+        WORKING = "working", _("working")
+        INPUT_REQUIRED = "input_required", _("input required")
+        COMPLETED = "completed", _("completed")
+        FAILED = "failed", _("failed")
+        CANCELLED = "cancelled", _("cancelled")
+
+    id = models.CharField(_("task id"), primary_key=True, max_length=64, editable=False)
+    server = models.CharField(max_length=100, default="default")
+    owner = models.CharField(
+        max_length=100, help_text=_("Who may see the task: user:<pk>, or anonymous (the id alone).")
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_constraint=False,
+    )
+    tool = models.CharField(max_length=300)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.WORKING)
+    status_message = models.CharField(max_length=500, blank=True, default="")
+    created = models.DateTimeField(db_index=True)
+    updated = models.DateTimeField(_("last updated"))
+    ttl_ms = models.BigIntegerField(null=True, blank=True)
+    poll_interval_ms = models.IntegerField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    worker = models.CharField(max_length=200, blank=True)
+    channel = models.CharField(max_length=200, blank=True)
+    lease_expires = models.DateTimeField(null=True, blank=True)
+    input_requests = models.JSONField(default=dict, blank=True)
+    input_responses = models.JSONField(default=dict, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    version = models.IntegerField(default=0)
+
+    class Meta:
+        verbose_name = _("MCP task")
+        verbose_name_plural = _("MCP tasks")
+        ordering = ["-created"]
+        indexes = [
+            # Live tasks first (the admin), and the orphans of dead workers (upkeep).
+            models.Index(fields=["status", "lease_expires"], name="mcp_task_status_lease"),
+            models.Index(fields=["worker", "status"], name="mcp_task_worker_status"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool} {self.id[:12]}… ({self.status})"

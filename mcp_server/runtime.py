@@ -25,11 +25,13 @@ from .conf import mcp_settings
 from .core.records import LedgerRecord, request_key
 from .core.stores import bounded
 from .ledger import Ledger, get_ledger
+from .ledger.tasks import DatabaseTaskStore
 from .ledger.upkeep import Holding, Upkeep
 from .ledger.writer import LedgerWriter
 from .protocol.listen import ListenerTable
 from .protocol.outbound import OutboundTable
 from .protocol.settlement import ABORTED, RequestTable, aborted_response
+from .protocol.tasks import TaskRunner
 from .sessions import SessionCache, aend_session
 from .wire.jsonrpc import RequestId
 from .wire.messages import (
@@ -42,7 +44,9 @@ from .wire.messages import (
     EndSession,
     ListenEvent,
     SessionChanged,
+    StopTask,
     StreamMessage,
+    TaskStatus,
     WorkerMessage,
     parse_event,
     session_group,
@@ -100,13 +104,29 @@ class Runtime:
         self.outbound = OutboundTable()
         ttl = mcp_settings.SESSION_CACHE_TTL if session_cache_ttl is None else session_cache_ttl
         self.sessions = SessionCache(float(ttl))
-        self.upkeep = Upkeep(self.ledger, self.worker_id, holding=self._holding)
         self.layer_alias = channel_layer_alias or mcp_settings.CHANNEL_LAYER
         self.layer: Any = get_channel_layer(self.layer_alias)
         """The Channels layer other workers reach this one through (``None``: this process only)."""
+        self.tasks = TaskRunner(
+            DatabaseTaskStore(),
+            worker_id=self.worker_id,
+            channel=lambda: self.channel,
+            layer=self.layer,
+            stop_elsewhere=self._stop_task_elsewhere,
+        )
+        """The tasks (extension ``io.modelcontextprotocol/tasks``) running here, and the shared task store."""
+        self.upkeep = Upkeep(
+            self.ledger,
+            self.worker_id,
+            holding=self._holding,
+            tasks=self.tasks.store,
+            running_tasks=self.tasks.held,
+            stop_tasks=self.tasks.stop_local,
+        )
         self.channel = ""
         """This process's channel-layer name (empty until :meth:`start`, or without a channel layer)."""
         self.listeners = ListenerTable(lambda: self.layer, lambda: self.channel)
+        self.tasks.status_listeners.append(self._task_status)
         """The ``subscriptions/listen`` streams this process holds (2026-07-28)."""
         self.exchanges: weakref.WeakSet[Any] = weakref.WeakSet()
         """Exchanges whose response is open (graceful shutdown waits for them)."""
@@ -283,11 +303,19 @@ class Runtime:
                 )
         elif isinstance(message, ClientAnswer):
             self.outbound.resolve_forwarded(message.session_id, message.message)
+        elif isinstance(message, StopTask):
+            self.tasks.stop_local([message.task_id])
+        elif isinstance(message, TaskStatus):
+            await self.tasks.heard(message)
         elif isinstance(message, StreamMessage):
             for sink in list(self._streams.get(message.session_id, ())):
                 await sink.send(message.message)
         elif isinstance(message, ListenEvent):
             self.listeners.deliver(message)
+
+    async def _task_status(self, message: TaskStatus) -> None:
+        """A task's status changed (on any worker): ``notifications/tasks`` to the listen streams asking."""
+        self.listeners.deliver_task(message.task)
 
     async def _session_ended(self, session_id: str, reason: str) -> None:
         self.sessions.forget(session_id)
@@ -297,6 +325,9 @@ class Runtime:
 
     async def _cancel_settled(self, session_id: str | None, key: str) -> None:
         await self._broadcast(CancelSettled(session_id=session_id, key=key))
+
+    async def _stop_task_elsewhere(self, task_id: str) -> None:
+        await self._broadcast(StopTask(task_id=task_id))
 
     def _holding(self) -> Holding:
         """What this worker holds in the ledger: its pending requests and the settlements not yet written."""
@@ -345,6 +376,7 @@ class Runtime:
             async with asyncio.timeout(grace):
                 await self.listeners.finish(grace=grace / 2)  # answered with their complete result
                 closed = await self.requests.shutdown(reason)
+                await self.tasks.shutdown()
                 for sinks in list(self._streams.values()):
                     for sink in list(sinks):
                         sink.close(reason)

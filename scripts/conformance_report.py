@@ -10,8 +10,8 @@ passed (``SUCCESS``), failed (``FAILURE``) or warning (``WARNING``).
 
 A run is clean when it has no failure outside :data:`ALLOWED_FAILURES`, no warning outside
 :data:`ALLOWED_WARNINGS`, and no allowlisted entry that did not occur (a stale pin is an error too).
-:data:`PENDING` names the 2026 scenarios and checks whose server side is still being built (tasks): what
-they report is shown and counted apart, and does not make a run unclean.
+:data:`PENDING` names the 2026 scenarios and checks whose server side is still being built: what they
+report is shown and counted apart, and does not make a run unclean. None are today.
 """
 
 from __future__ import annotations
@@ -88,12 +88,9 @@ ALLOWED_FAILURES: dict[str, dict[str, str]] = {
 """``"scenario:check-id"`` failures tolerated per response mode (the default runs) or per ``run/mode``, with
 the reason. Nothing else may fail."""
 
-TASKS = "the tasks extension (io.modelcontextprotocol/tasks): not built yet (issue 13)"
-PENDING: dict[str, str] = {
-    "tasks-": TASKS,
-}
+PENDING: dict[str, str] = {}
 """2026 run only: ``"scenario:check-id"`` keys, or scenario-name prefixes (ending in ``-``), whose server
-side is not built yet (tasks). Their failures and warnings are reported
+side is not built yet. Their failures and warnings are reported
 as pending, never as unexpected; remove an entry once its feature is merged."""
 
 

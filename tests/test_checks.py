@@ -541,3 +541,14 @@ def test_e016_request_state_max_age_must_be_positive_seconds(value: Any) -> None
 
 def test_e016_is_silent_for_a_positive_max_age() -> None:
     assert mcp_ids(MCP_SERVER=with_mcp(REQUEST_STATE_MAX_AGE=600)) == []
+
+
+@pytest.mark.parametrize("key", ["TASK_TTL", "TASK_POLL_INTERVAL"])
+@pytest.mark.parametrize("value", [0, -1, "5", True, float("inf"), [5]])
+def test_e017_task_settings_must_be_none_or_positive_seconds(key: str, value: Any) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(**{key: value})) == ["mcp_server.E017"]
+
+
+@pytest.mark.parametrize("value", [None, 0.5, 86400])
+def test_e017_is_silent_for_none_or_positive_seconds(value: Any) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(TASK_TTL=value, TASK_POLL_INTERVAL=value)) == []

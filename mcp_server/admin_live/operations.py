@@ -19,10 +19,21 @@ from channels.layers import get_channel_layer
 from django.utils import timezone
 
 from ..conf import mcp_settings
+from ..core.tasks import CANCELLED
 from ..ledger import LedgerRecord, State, get_ledger
+from ..ledger.tasks import DatabaseTaskStore
 from ..protocol.settlement import ABORT_MESSAGE, aborted_response, outcome_of
 from ..sessions import aend_session
-from ..wire.messages import AbortRequest, AbortResult, parse_event, to_event
+from ..wire.messages import (
+    WORKERS_GROUP,
+    AbortRequest,
+    AbortResult,
+    StopTask,
+    TaskStatus,
+    parse_event,
+    task_group,
+    to_event,
+)
 
 __all__ = [
     "ABORT_MESSAGE",
@@ -30,11 +41,16 @@ __all__ = [
     "aabort_requests",
     "abort_requests",
     "aborted_response",
+    "acancel_tasks",
     "aend_sessions",
+    "cancel_tasks",
     "end_sessions",
 ]
 
 END_REASON = "session ended by an operator"
+
+TASK_CANCEL_MESSAGE = "Cancelled by an operator"
+"""The ``statusMessage`` of a task an operator cancelled."""
 """The ``<why>`` of ``Connection closed: <why>`` for requests of a session an operator ended."""
 
 REPLY_TIMEOUT = 3.0
@@ -94,3 +110,24 @@ def abort_requests(pks: Iterable[Any]) -> list[LedgerRecord]:
 def end_sessions(session_ids: Iterable[str], reason: str = END_REASON) -> list[str]:
     """Sync twin of :func:`aend_sessions` (admin views)."""
     return async_to_sync(aend_sessions)(list(session_ids), reason)
+
+
+async def acancel_tasks(task_ids: Iterable[str]) -> list[str]:
+    """Cancel these tasks (tasks extension) if they are still live: the store's compare-and-set settles each
+    ``cancelled``, then every worker is told to stop it (the one running it does). Returns those cancelled."""
+    store = DatabaseTaskStore()
+    cancelled = [t for t in task_ids if await store.afinish(t, CANCELLED, message=TASK_CANCEL_MESSAGE)]
+    layer = get_channel_layer(mcp_settings.CHANNEL_LAYER)
+    if layer is not None:
+        for task_id in cancelled:
+            await layer.group_send(WORKERS_GROUP, to_event(StopTask(task_id=task_id)))
+            record = await store.aget(task_id)
+            if record is not None:  # to the workers watching it (notifications/tasks)
+                status = TaskStatus(task_id=task_id, task=record.detailed())
+                await layer.group_send(task_group(task_id), to_event(status))
+    return cancelled
+
+
+def cancel_tasks(task_ids: Iterable[str]) -> list[str]:
+    """Sync twin of :func:`acancel_tasks` (admin views)."""
+    return async_to_sync(acancel_tasks)(list(task_ids))

@@ -11,6 +11,7 @@ from ..wire.errors import INTERNAL_ERROR, JSONRPCError
 from ..wire.jsonrpc import RequestId
 from ..wire.versions import MODERN_VERSIONS
 from .rounds import INPUT_METHODS, InputRequest, InputRounds
+from .tasks import Detach
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
@@ -73,6 +74,10 @@ class Context:
     """The worker process's runtime (pending requests, session cache, ledger writer)."""
     rounds: InputRounds | None = None
     """2026-07-28 ``tools/call``, ``prompts/get``, ``resources/read``: the answers the request carries."""
+    task_id: str | None = None
+    """While the handler runs as a task (tasks extension): the task's id."""
+    detaching: bool = False
+    """The handler of a ``task_start="detach"`` tool runs inside a call that may become a task."""
 
     @property
     def session_id(self) -> str | None:
@@ -137,6 +142,14 @@ class Context:
     def modern(self) -> bool:
         """Whether the request is of the modern era (2026-07-28: no sessions, no requests to the client)."""
         return self.session.protocol_version in MODERN_VERSIONS
+
+    async def detach(self) -> None:
+        """Go on as a task (tools registered with ``task_start="detach"``): the call is answered with a task
+        and the handler runs again, as the task, from the start, with the input answers given so far (its
+        asks are answered from them, so it passes this point at once). Outside such a call (a handshake-era
+        session, a call without the tasks extension, or in the task itself) it returns at once."""
+        if self.detaching:
+            raise Detach()
 
     def _require(self, capability: str) -> None:
         if capability not in self.session.client_capabilities:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from ..conf import mcp_settings
 from ..core.records import Ledger
+from ..core.tasks import TaskStore
 from ..protocol.settlement import CLOSED, closed_response, outcome_of
 from ..sessions import aexpire_idle_sessions, aprune_ended_sessions, touch_every
 
@@ -65,10 +66,23 @@ class Upkeep:
     of ``worker_id`` is renewed and none is taken for a stray.
     """
 
-    def __init__(self, ledger: Ledger, worker_id: str, holding: Callable[[], Holding] | None = None) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        worker_id: str,
+        holding: Callable[[], Holding] | None = None,
+        *,
+        tasks: TaskStore | None = None,
+        running_tasks: Callable[[], Collection[str]] | None = None,
+        stop_tasks: Callable[[Collection[str]], None] | None = None,
+    ) -> None:
         self.ledger = ledger
         self.worker_id = worker_id
         self.holding = holding
+        self.tasks = tasks
+        """The task store (tasks extension): leases of the tasks running here, orphans, pruning."""
+        self.running_tasks = running_tasks
+        self.stop_tasks = stop_tasks
         self._last_round: float | None = None
         self._orphans_after = 0.0
 
@@ -101,12 +115,41 @@ class Upkeep:
         if self._last_round is None or reached - self._last_round > lease.total_seconds():
             self._orphans_after = reached + lease.total_seconds()
         orphans = await self.settle_orphans(now) if reached >= self._orphans_after else 0
+        tasks = await self.keep_tasks(now, lease, orphans=reached >= self._orphans_after)
         strays = await self.settle_strays(now - lease, held) if held is not None else 0
         retention = timedelta(seconds=float(mcp_settings.LEDGER_RETENTION))
         pruned = await self.ledger.aprune(now - retention)
         sessions = await self.sweep_sessions(now, max_batches=SWEEP_BATCHES)
         self._last_round = time.monotonic()
-        return {"renewed": renewed, "orphans": orphans, "strays": strays, "pruned": pruned, **sessions}
+        return {
+            "renewed": renewed,
+            "orphans": orphans,
+            "strays": strays,
+            "pruned": pruned,
+            **tasks,
+            **sessions,
+        }
+
+    async def keep_tasks(self, now: datetime, lease: timedelta, *, orphans: bool = True) -> dict[str, int]:
+        """Renew the leases of the tasks running here (and stop those settled elsewhere meanwhile), fail
+        the live tasks whose lease ran out (``orphans``: a dead worker's, or a row whose handler never
+        started), and delete terminal tasks past their TTL."""
+        if self.tasks is None:
+            return {}
+        running = set(self.running_tasks() if self.running_tasks is not None else ())
+        live = await self.tasks.arenew(self.worker_id, now + lease, running)
+        gone = running - live
+        if gone and self.stop_tasks is not None:  # cancelled elsewhere and the word of it was lost
+            self.stop_tasks(gone)
+        failed = 0
+        if orphans:
+            error = closed_response(0, ORPHAN_REASON)["error"]
+            failed = await self.tasks.afail_orphans(now, error)  # after the renewal: never what runs here
+        return {
+            "tasks_renewed": len(live),
+            "tasks_failed": failed,
+            "tasks_pruned": await self.tasks.aprune(now),
+        }
 
     async def settle_orphans(self, now: datetime) -> int:
         """Record -32000 for the pending requests of other workers whose lease ran out."""

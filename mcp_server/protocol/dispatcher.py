@@ -16,9 +16,11 @@ from ..core.stores import bounded
 from ..registry.access import ausable, usable_entries
 from ..registry.signature import call_handler
 from ..wire.errors import INVALID_PARAMS, METHOD_NOT_FOUND, JSONRPCError, ResourceNotFound
+from ..wire.modern import TASK_METHODS
 from .listen import listen
 from .modern import discover_result, finish_result, is_modern
 from .pagination import paginate
+from .tasks import call_tool, tasks_cancel, tasks_get, tasks_update
 
 if TYPE_CHECKING:
     from ..registry.entries import RegisteredHandler
@@ -57,7 +59,7 @@ async def _tools_call(ctx: Context) -> dict[str, Any]:
     tool = ctx.server.tools.get(name)
     if tool is None or not await ausable(tool, ctx):
         raise JSONRPCError(INVALID_PARAMS, f"Unknown tool: {name}")
-    return await tool.call(ctx.params.get("arguments"), ctx)
+    return await call_tool(ctx, tool)
 
 
 async def _resources_list(ctx: Context) -> dict[str, Any]:
@@ -151,10 +153,17 @@ BUILTINS: dict[str, Handler] = {
     "completion/complete": _complete,
     "server/discover": _discover,
     "subscriptions/listen": listen,
+    "tasks/get": tasks_get,
+    "tasks/update": tasks_update,
+    "tasks/cancel": tasks_cancel,
 }
 
 
 def _validate(ctx: Context) -> None:
+    if ctx.method in TASK_METHODS:  # the extension's methods: checked by their handlers (protocol.tasks)
+        if not is_modern(ctx.session):
+            raise JSONRPCError(METHOD_NOT_FOUND, f"Method not found: {ctx.method}")
+        return
     params = ctx.params or None
     if ctx.rounds is not None and params is not None:  # answers are checked by the ask they answer (rounds)
         params = {k: v for k, v in params.items() if k != "inputResponses"}

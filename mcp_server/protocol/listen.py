@@ -14,6 +14,7 @@ result tagged with the subscription id (:meth:`ListenerTable.finish`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -25,8 +26,9 @@ from ..wire.errors import INTERNAL_ERROR, JSONRPCError
 from ..wire.jsonrpc import RequestId, notification
 from ..wire.messages import LISTEN_GROUP, ListenEvent
 from ..wire.modern import SUBSCRIPTION_ID_KEY, TASKS_EXTENSION, MissingClientCapability
-from .lifecycle import server_capabilities
+from .lifecycle import modern_capabilities
 from .settlement import PendingRequest
+from .tasks import visible_tasks
 
 if TYPE_CHECKING:
     from ..registry.server import MCPServer
@@ -66,7 +68,7 @@ def honored_filter(
     ``taskIds`` only when the server declares the tasks extension. ``taskIds`` from a client that did not
     declare the tasks extension is -32021."""
     wanted = requested if isinstance(requested, dict) else {}
-    declared = server_capabilities(server)
+    declared = modern_capabilities(server)
     honored: dict[str, Any] = {}
     for key, feature in LIST_CHANGED.values():
         if wanted.get(key) is True and (declared.get(feature) or {}).get("listChanged"):
@@ -199,6 +201,17 @@ class ListenerTable:
                 count += 1
         return count
 
+    def deliver_task(self, task: dict[str, Any]) -> int:
+        """Queue ``notifications/tasks`` (the task's DetailedTask) on every open stream that asked for that
+        task; returns how many."""
+        task_id = str(task.get("taskId"))
+        count = 0
+        for listener in list(self._open):
+            if task_id in (listener.honored.get("taskIds") or ()):
+                listener.put(listener.tagged(TASK_STATUS, task))
+                count += 1
+        return count
+
     async def finish(self, entries: Iterable[PendingRequest] | None = None, *, grace: float = 2.0) -> int:
         """End the open streams (those of ``entries``, or all) gracefully: each is answered with the
         ``complete`` result, settled like any answer. Waits up to ``grace`` seconds for them to settle."""
@@ -218,6 +231,10 @@ async def listen(ctx: Context) -> dict[str, Any]:
     if runtime is None:
         raise JSONRPCError(INTERNAL_ERROR, "subscriptions/listen needs the worker's runtime")
     honored = honored_filter(ctx.server, ctx.params.get("notifications"), ctx.session.client_capabilities)
+    if "taskIds" in honored:  # only the caller's own tasks (a DetailedTask carries the task's result)
+        honored["taskIds"] = await visible_tasks(ctx, honored["taskIds"])
+        if not honored["taskIds"]:
+            del honored["taskIds"]
     listener = Listener(
         server=ctx.server.key,
         subscription_id=ctx.request_id,
@@ -226,10 +243,17 @@ async def listen(ctx: Context) -> dict[str, Any]:
     )
     table: ListenerTable = runtime.listeners
     await table.add(listener)
+    watched: list[str] = []
     try:
+        for task_id in honored.get("taskIds") or ():  # its status changes, written by any worker
+            await runtime.tasks.watch(task_id)
+            watched.append(task_id)
         await ctx.peer.notify(listener.tagged(ACKNOWLEDGED, {"notifications": honored}))
         while (message := await listener.queue.get()) is not None:
             await ctx.peer.notify(message)
     finally:
         await table.discard(listener)
+        for task_id in watched:
+            with contextlib.suppress(Exception):  # a channel layer gone: its membership expires with it
+                await runtime.tasks.unwatch(task_id)
     return complete_result(ctx.request_id)

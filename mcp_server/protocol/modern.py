@@ -31,7 +31,7 @@ from ..wire.modern import (
     check_routing_headers,
     check_version,
 )
-from .lifecycle import server_capabilities, server_info
+from .lifecycle import modern_capabilities, server_info
 from .settlement import ANSWERED, PendingRequest, name_of
 
 if TYPE_CHECKING:
@@ -100,10 +100,8 @@ def modern_request_session(
 def discover_result(server: MCPServer) -> dict[str, Any]:
     """The body of a ``server/discover`` result (hints and ``serverInfo`` are added by
     :func:`finish_result`)."""
-    result: dict[str, Any] = {
-        "supportedVersions": list(MODERN_VERSIONS),
-        "capabilities": server_capabilities(server),
-    }
+    capabilities = modern_capabilities(server)
+    result: dict[str, Any] = {"supportedVersions": list(MODERN_VERSIONS), "capabilities": capabilities}
     instructions = server.instructions or mcp_settings.INSTRUCTIONS
     if instructions:
         result["instructions"] = instructions

@@ -104,6 +104,8 @@ def name_of(method: str, params: dict[str, Any]) -> str:
         return str(params.get("name", ""))
     if method.startswith("resources/"):
         return str(params.get("uri", ""))
+    if method.startswith("tasks/"):
+        return str(params.get("taskId", ""))
     return ""
 
 
@@ -125,6 +127,8 @@ def outcome_of(response: dict[str, Any] | None) -> dict[str, Any] | None:
             "resultType": "input_required",
             "round": round_token(result.get("requestState")),
         }
+    if isinstance(result, dict) and result.get("resultType") == "task":  # the tasks extension
+        return {"result": True, "resultType": "task", "task": str(result.get("taskId", ""))[:64]}
     return {"result": True}
 
 

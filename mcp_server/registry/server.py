@@ -94,12 +94,19 @@ class MCPServer:
         meta: dict[str, Any] | None = None,
         icons: list[dict[str, Any]] | None = None,
         input_schema: dict[str, Any] | None = None,
+        task: str | None = None,
+        task_start: str = "immediate",
     ) -> Callable[[F], F]: ...
     def tool(self, fn: F | None = None, /, **options: Any) -> F | Callable[[F], F]:
         """Register a tool; usable as ``@mcp.tool`` or ``@mcp.tool(name=..., permission=...)``.
 
         ``input_schema`` replaces the schema derived from the signature in ``tools/list`` (for JSON Schema
         the signature cannot express); arguments are still validated against the signature.
+
+        ``task="optional"`` or ``"required"`` lets a 2026-07-28 call that declares the tasks extension be
+        answered with a task (``tasks/get`` polls it from any worker); ``task_start="detach"`` runs the
+        handler inside the call until it awaits ``ctx.detach()`` (input asked before that is answered as
+        ``input_required`` rounds of the call itself).
         """
 
         def register(func: F) -> F:

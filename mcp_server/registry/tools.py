@@ -34,6 +34,12 @@ class Tool(RegisteredHandler):
     timeout: float | None = None
     structured_output: bool | None = None
     input_schema: dict[str, Any] | None = None
+    task: str | None = None
+    """2026-07-28 tasks extension: ``"optional"`` (a call declaring the extension is answered with a task,
+    one without it runs synchronously), ``"required"`` (a call without it is refused -32021) or ``None``."""
+    task_start: str = "immediate"
+    """``"immediate"``: the whole handler runs as the task. ``"detach"``: the handler starts inside the
+    call (input rounds are answered ``input_required`` there) and goes on as a task at ``ctx.detach()``."""
     output_schema: dict[str, Any] | None = field(init=False, default=None)
     wrap_result: bool = field(init=False, default=False)
     header_schema: dict[str, Any] = field(init=False, default_factory=dict)
@@ -41,6 +47,10 @@ class Tool(RegisteredHandler):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.task not in (None, "optional", "required"):
+            raise TypeError(f"tool {self.name!r}: task must be None, 'optional' or 'required'")
+        if self.task_start not in ("immediate", "detach"):
+            raise TypeError(f"tool {self.name!r}: task_start must be 'immediate' or 'detach'")
         if self.input_schema is not None and self.input_schema.get("type") != "object":
             raise TypeError(f"tool {self.name!r}: input_schema must be a JSON Schema with type 'object'")
         self.header_schema = self.definition()["inputSchema"]

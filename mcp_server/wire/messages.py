@@ -23,10 +23,13 @@ __all__ = [
     "EndSession",
     "ListenEvent",
     "SessionChanged",
+    "StopTask",
     "StreamMessage",
+    "TaskStatus",
     "WorkerMessage",
     "parse_event",
     "session_group",
+    "task_group",
     "to_event",
 ]
 
@@ -101,6 +104,29 @@ class AbortResult:
 
 
 @dataclass(frozen=True)
+class StopTask:
+    """A task was settled elsewhere (``tasks/cancel``, an operator): the worker running it stops it."""
+
+    type: ClassVar[str] = "mcp.task.stop"
+    task_id: str
+
+
+def task_group(task_id: str) -> str:
+    """The group of the workers that want a task's status changes (``subscriptions/listen`` with
+    ``taskIds``): :class:`TaskStatus` messages go there."""
+    return f"mcp-task-{task_id}"
+
+
+@dataclass(frozen=True)
+class TaskStatus:
+    """A task's status changed (tasks extension): its DetailedTask, for ``notifications/tasks``."""
+
+    type: ClassVar[str] = "mcp.task.status"
+    task_id: str
+    task: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class ClientAnswer:
     """The client's answer to a server-to-client request, posted to a worker other than the one waiting."""
 
@@ -142,6 +168,8 @@ WorkerMessage: TypeAlias = (
     | ClientAnswer
     | StreamMessage
     | ListenEvent
+    | StopTask
+    | TaskStatus
 )
 
 _KINDS: dict[str, type[WorkerMessage]] = {
@@ -156,6 +184,8 @@ _KINDS: dict[str, type[WorkerMessage]] = {
         ClientAnswer,
         StreamMessage,
         ListenEvent,
+        StopTask,
+        TaskStatus,
     )
 }
 

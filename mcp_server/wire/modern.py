@@ -32,6 +32,7 @@ __all__ = [
     "SERVER_INFO_KEY",
     "SUBSCRIPTION_ID_KEY",
     "TASKS_EXTENSION",
+    "TASK_METHODS",
     "UNSUPPORTED_VERSION",
     "MissingClientCapability",
     "check_envelope",
@@ -66,11 +67,17 @@ HEADER_MISMATCH = -32020
 MISSING_CAPABILITY = -32021
 UNSUPPORTED_VERSION = -32022
 
-MODERN_METHODS = frozenset(method for method, version in CLIENT_REQUESTS if version == MODERN_VERSION)
-"""The methods the 2026-07-28 surface defines (``server/discover``, ``tools/call``, ...)."""
+TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+"""The methods of the tasks extension (``io.modelcontextprotocol/tasks``); ``tasks/result`` and
+``tasks/list`` were removed with its first version (-32601)."""
+MODERN_METHODS = (
+    frozenset(method for method, version in CLIENT_REQUESTS if version == MODERN_VERSION) | TASK_METHODS
+)
+"""The methods the 2026-07-28 surface defines (``server/discover``, ``tools/call``, ...), with the tasks
+extension's."""
 
 _NAME_FIELDS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-_NAME_FIELDS |= {method: "taskId" for method in ("tasks/get", "tasks/update", "tasks/cancel")}
+_NAME_FIELDS |= {method: "taskId" for method in TASK_METHODS}
 _SENTINEL = re.compile(r"^=\?base64\?(.*)\?=$", re.DOTALL)
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _STATUS = {

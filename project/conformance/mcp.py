@@ -401,3 +401,6 @@ async def complete_prompt_arguments(argument: str, value: str, context: dict[str
 async def complete_template_id(argument: str, value: str, context: dict[str, str]) -> list[str]:
     """Suggestions for the ``id`` of the resource template."""
     return [i for i in ("1", "2", "3", "123") if i.startswith(value)]
+
+
+from . import tasks  # noqa: E402, F401  (the tasks fixtures, listed after the others)

@@ -147,7 +147,8 @@ def said(pruned: int, orphans: int, expired: int = 0, sessions: int = 0) -> str:
     """What ``mcp_prune`` prints."""
     return (
         f"pruned {pruned} settled entries; settled {orphans} orphaned ones; "
-        f"ended {expired} idle sessions; pruned {sessions} ended sessions\n"
+        f"ended {expired} idle sessions; pruned {sessions} ended sessions; "
+        "failed 0 orphaned tasks; pruned 0 tasks past their TTL\n"
     )
 
 
@@ -237,7 +238,10 @@ def test_prune_ends_idle_sessions_and_deletes_ended_ones_with_nothing_pending(
     ledger_env: dict[str, str],
 ) -> None:
     shell(ledger_env, SESSIONS_SEED)
-    assert prune(ledger_env, "--skip-sessions") == "pruned 0 settled entries; settled 0 orphaned ones\n"
+    assert prune(ledger_env, "--skip-sessions") == (
+        "pruned 0 settled entries; settled 0 orphaned ones; failed 0 orphaned tasks; "
+        "pruned 0 tasks past their TTL\n"
+    )
     assert len(shell(ledger_env, SESSIONS_LEFT)) == 5
     # SESSION_IDLE_TIMEOUT and SESSION_RETENTION (an hour each) by default.
     assert prune(ledger_env) == said(0, 0, expired=1, sessions=1)

@@ -19,6 +19,7 @@ from mcp.shared.subscriptions import PromptsListChanged, ToolsListChanged
 from tests.admin_helpers import query
 from tests.live import LiveServer
 from tests.raw import MODERN, messages_of, modern_headers, modern_meta, rpc, wait_for
+from tests.tasks_helpers import WITH_TASKS, TaskClient
 
 pytestmark = pytest.mark.asyncio
 
@@ -184,8 +185,26 @@ async def test_task_ids_need_the_tasks_extension(server: LiveServer) -> None:
     assert TASKS in error["error"]["data"]["requiredCapabilities"]["extensions"]
     declared: dict[str, Any] = {"extensions": {TASKS: {}}}
     async with listening(server, {"taskIds": ["t1"], "toolsListChanged": True}, 6, declared) as stream:
-        ack = await stream.next()  # no tasks on this server: not honoured
+        ack = await stream.next()  # no such task (of this caller): not honoured
         assert ack["params"]["notifications"] == {"toolsListChanged": True}
+
+
+async def test_a_listener_hears_of_the_status_of_its_tasks(server: LiveServer) -> None:
+    """``taskIds``: the caller's own tasks only, each status change as ``notifications/tasks`` (the
+    DetailedTask), tagged like every notification of the stream."""
+    tasks = TaskClient(server.url)
+    created = await tasks.create("slow_compute", {"seconds": 1.0, "label": "listened"})
+    task_id = created["taskId"]
+    asked = {"taskIds": [task_id, "not-a-task-of-this-caller"]}
+    async with listening(server, asked, "tasks-listen", WITH_TASKS) as stream:
+        ack = await stream.next()
+        assert ack["params"]["notifications"] == {"taskIds": [task_id]}
+        status = await stream.next()
+        assert status["method"] == "notifications/tasks"
+        assert status["params"]["_meta"][SUBSCRIPTION] == "tasks-listen"
+        assert status["params"]["taskId"] == task_id
+        assert status["params"]["status"] == "completed"
+        assert status["params"]["result"]["content"][0]["text"] == "listened: computed after 1s"
 
 
 async def test_a_quiet_stream_gets_keep_alive_comments(server: LiveServer) -> None:

@@ -17,7 +17,9 @@ from mcp_server.wire.messages import (
     EndSession,
     ListenEvent,
     SessionChanged,
+    StopTask,
     StreamMessage,
+    TaskStatus,
     WorkerMessage,
     parse_event,
     session_group,
@@ -42,6 +44,8 @@ SAMPLES: list[WorkerMessage] = [
         session_id="s1",
         message={"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "x://é"}},
     ),
+    StopTask(task_id="Xy-_0123456789abcdefghijklmnopqrstuv"),
+    TaskStatus(task_id="t1", task={"taskId": "t1", "status": "working", "ttlMs": None}),
 ]
 
 

@@ -1,6 +1,7 @@
 """``manage.py mcp_prune``: delete settled ledger entries past retention, settle orphans of dead workers, end
-idle sessions and delete ended ones past ``SESSION_RETENTION`` (each worker also does this in the
-background, a bounded number of batches at a time; the command goes on until nothing is left)."""
+idle sessions and delete ended ones past ``SESSION_RETENTION``, fail the tasks of dead workers and delete
+ended tasks past their TTL (each worker also does this in the background, a bounded number of batches at a
+time; the command goes on until nothing is left)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from django.utils import timezone
 
 from mcp_server.conf import mcp_settings
 from mcp_server.ledger import get_ledger
+from mcp_server.ledger.tasks import DatabaseTaskStore
 from mcp_server.ledger.upkeep import Upkeep
 
 
@@ -59,14 +61,20 @@ class Command(BaseCommand):
                 f"; ended {counts['sessions_expired']} idle sessions; "
                 f"pruned {counts['sessions_pruned']} ended sessions"
             )
+        line += (
+            f"; failed {counts['tasks_failed']} orphaned tasks; "
+            f"pruned {counts['tasks_pruned']} tasks past their TTL"
+        )
         self.stdout.write(line)
 
     async def _run(self, retention: float, session_retention: float | None, sessions: bool) -> dict[str, int]:
         now = timezone.now()
-        upkeep = Upkeep(get_ledger(), worker_id="mcp_prune")
+        upkeep = Upkeep(get_ledger(), worker_id="mcp_prune", tasks=DatabaseTaskStore())
         orphans = await upkeep.settle_orphans(now)
         pruned = await upkeep.ledger.aprune(now - timedelta(seconds=retention))
         counts = {"pruned": pruned, "orphans": orphans}
+        lease = timedelta(seconds=float(mcp_settings.LEASE_TIMEOUT))
+        counts.update(await upkeep.keep_tasks(now, lease))
         if sessions:
             counts.update(await upkeep.sweep_sessions(now, retention=session_retention))
         return counts

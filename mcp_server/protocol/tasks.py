@@ -1,0 +1,402 @@
+"""The tasks extension (``io.modelcontextprotocol/tasks``, 2026-07-28): a ``tools/call`` answered with a
+task, the task run on this worker, and ``tasks/get``, ``tasks/update``, ``tasks/cancel`` answered from the
+shared store by any worker.
+
+A task runs on the worker that received its call, in a background ``asyncio`` task held by the
+:class:`TaskRunner` (the request itself is settled with the ``CreateTaskResult``). Input asked inside a task
+(``ctx.elicit`` and the like) parks it ``input_required``: the asks are written to the store, ``tasks/get``
+shows those still unanswered, ``tasks/update`` (on any worker) records answers, and once every ask of the
+round is answered the handler runs again from the start with them (as with input rounds of a call). The
+runner renews the lease of its tasks through the ledger upkeep; when its worker dies, a survivor fails them
+once the lease ran out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable, Collection
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.utils import timezone
+
+from ..conf import mcp_settings
+from ..core.context import Context
+from ..core.rounds import InputRequest, InputRequired, InputRounds
+from ..core.stores import bounded
+from ..core.tasks import (
+    CANCELLED,
+    COMPLETED,
+    FAILED,
+    TASKS_EXTENSION,
+    Detach,
+    TaskRecord,
+    TaskStore,
+    new_task_id,
+    owner_of,
+)
+from ..wire.errors import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, REQUEST_TIMEOUT, JSONRPCError
+from ..wire.messages import TaskStatus, task_group, to_event
+from ..wire.modern import MissingClientCapability
+from .modern import finish_result, is_modern
+
+if TYPE_CHECKING:
+    from ..registry.tools import Tool
+
+__all__ = [
+    "INPUT_POLL",
+    "TaskRunner",
+    "call_tool",
+    "tasks_cancel",
+    "tasks_declared",
+    "tasks_get",
+    "tasks_update",
+    "visible_tasks",
+]
+
+logger = logging.getLogger("mcp_server.tasks")
+
+INPUT_POLL = 0.2
+"""Seconds between two looks at the store while a task waits for answers, without a channel layer."""
+
+INPUT_POLL_WATCHED = 2.0
+"""The same, while the worker hears of the task's changes on the channel layer (the look is then a fallback
+for a lost message: an answer recorded on any worker wakes the task at once)."""
+
+SHUTDOWN_MESSAGE = "the worker running the task shut down"
+
+KNOWN_INPUTS = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
+
+
+def tasks_declared(ctx: Context) -> bool:
+    """Whether this request's ``clientCapabilities`` declare the tasks extension."""
+    extensions = ctx.session.client_capabilities.get("extensions")
+    return isinstance(extensions, dict) and TASKS_EXTENSION in extensions
+
+
+def _missing(what: str) -> MissingClientCapability:
+    return MissingClientCapability(
+        {"extensions": {TASKS_EXTENSION: {}}},
+        f"{what} needs the {TASKS_EXTENSION} extension in this request's clientCapabilities",
+    )
+
+
+def _runner(ctx: Context) -> TaskRunner | None:
+    runner = getattr(ctx.runtime, "tasks", None)
+    return runner if isinstance(runner, TaskRunner) else None
+
+
+async def call_tool(ctx: Context, tool: Tool) -> dict[str, Any]:
+    """``tools/call``: the tool's result, or (a task-capable tool, the extension declared) a task."""
+    arguments = ctx.params.get("arguments")
+    if tool.task is None or ctx.task_id is not None or not is_modern(ctx.session):
+        return await tool.call(arguments, ctx)
+    runner = _runner(ctx)
+    if not tasks_declared(ctx) or runner is None:
+        if tool.task == "required":
+            raise _missing(f"Tool {tool.name}")
+        return await tool.call(arguments, ctx)
+    if tool.task_start == "immediate":
+        return await runner.start(ctx, tool, {})
+    ctx.detaching = True
+    try:
+        return await tool.call(arguments, ctx)
+    except Detach:
+        answers = ctx.rounds.answers_so_far() if ctx.rounds is not None else {}
+        return await runner.start(ctx, tool, answers)
+    finally:
+        ctx.detaching = False
+
+
+class _TaskPeer:
+    """A task has no response stream: its notifications go nowhere, it sends no request."""
+
+    async def notify(self, message: dict[str, Any]) -> None:
+        return None
+
+    async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        raise JSONRPCError(INTERNAL_ERROR, f"a task cannot send {method} to the client")
+
+
+class TaskRunner:
+    """This worker's running tasks (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: TaskStore,
+        *,
+        worker_id: str,
+        channel: Callable[[], str] = lambda: "",
+        layer: Any = None,
+        stop_elsewhere: Callable[[str], Awaitable[Any]] | None = None,
+    ) -> None:
+        self.store = store
+        self.layer = layer
+        """The channel layer status changes are published on (``None``: this process only)."""
+        self.status_listeners: list[Callable[[TaskStatus], Awaitable[None]]] = []
+        """Called with each :class:`TaskStatus` this worker hears of, from any worker, for the tasks it
+        watches (:meth:`watch`): the hook of ``notifications/tasks`` on ``subscriptions/listen``."""
+        store.on_change(self._publish)
+        self.worker_id = worker_id
+        self._channel = channel
+        self._stop_elsewhere = stop_elsewhere
+        self.running: dict[str, asyncio.Task[None]] = {}
+        self._wakeups: dict[str, asyncio.Event] = {}
+        self._watching: dict[str, int] = {}
+        self.stopping = False
+
+    async def watch(self, task_id: str) -> bool:
+        """Hear of the task's status changes, written by any worker, in :attr:`status_listeners` (until as
+        many :meth:`unwatch` as there were ``watch``); ``False`` without a channel layer."""
+        if self.layer is None or not self._channel():
+            return False
+        self._watching[task_id] = self._watching.get(task_id, 0) + 1
+        if self._watching[task_id] == 1:
+            try:
+                await bounded(self.layer.group_add(task_group(task_id), self._channel()), "channel layer")
+            except BaseException:
+                self._watching.pop(task_id, None)
+                raise
+        return True
+
+    async def unwatch(self, task_id: str) -> None:
+        """Stop hearing of the task's status changes (once every ``watch`` of it is undone)."""
+        count = self._watching.get(task_id, 0) - 1
+        if count > 0:
+            self._watching[task_id] = count
+            return
+        self._watching.pop(task_id, None)
+        if count == 0 and self.layer is not None and self._channel():
+            await bounded(self.layer.group_discard(task_group(task_id), self._channel()), "channel layer")
+
+    async def heard(self, message: TaskStatus) -> None:
+        """A status change arrived on this worker's channel: wake the task if it waits for answers here,
+        and tell the listeners."""
+        self.wake(message.task_id)
+        for listener in list(self.status_listeners):
+            await listener(message)
+
+    async def _publish(self, record: TaskRecord) -> None:
+        """Each status change this worker writes goes to the workers watching the task (never fatal)."""
+        if self.layer is None:
+            return
+        try:
+            event = to_event(TaskStatus(task_id=record.task_id, task=record.detailed()))
+            await bounded(self.layer.group_send(task_group(record.task_id), event), "channel layer")
+        except Exception:
+            logger.warning("could not publish the status of task %s", record.task_id[:12], exc_info=True)
+
+    def held(self) -> set[str]:
+        """The ids of the tasks running here (their leases are renewed by the upkeep)."""
+        return set(self.running)
+
+    async def start(self, ctx: Context, tool: Tool, answers: dict[str, Any]) -> dict[str, Any]:
+        """Create the task durably, start it here, and return the ``CreateTaskResult`` (-32000 while this
+        worker shuts down: it would not run the task to its end)."""
+        if self.stopping:
+            raise JSONRPCError(CONNECTION_CLOSED, f"Connection closed: {SHUTDOWN_MESSAGE}")
+        now = timezone.now()
+        ttl = mcp_settings.TASK_TTL
+        poll = mcp_settings.TASK_POLL_INTERVAL
+        user = ctx.user if getattr(ctx.user, "is_authenticated", False) else None
+        record = TaskRecord(
+            task_id=new_task_id(),
+            server=ctx.server.key,
+            owner=owner_of(ctx.user),
+            tool=tool.name,
+            created=now,
+            updated=now,
+            ttl_ms=int(ttl * 1000) if ttl else None,
+            poll_interval_ms=max(1, int(poll * 1000)) if poll else None,
+            user_id=getattr(user, "pk", None),
+            worker=self.worker_id,
+            channel=self._channel(),
+            lease_expires=now + timedelta(seconds=float(mcp_settings.LEASE_TIMEOUT)),
+        )
+        await bounded(self.store.acreate(record), "database")
+        task_ctx = dataclasses.replace(ctx, peer=_TaskPeer(), rounds=None, task_id=record.task_id)
+        task_ctx.detaching = False
+        self.running[record.task_id] = asyncio.create_task(
+            self._run(record.task_id, task_ctx, tool, dict(answers)), name=f"mcp task {tool.name}"
+        )
+        return {"resultType": "task", **record.summary()}
+
+    async def _run(self, task_id: str, ctx: Context, tool: Tool, answers: dict[str, Any]) -> None:
+        try:
+            await self._execute(task_id, ctx, tool, answers)
+        except asyncio.CancelledError:
+            if self.stopping:
+                error = JSONRPCError(CONNECTION_CLOSED, f"Connection closed: {SHUTDOWN_MESSAGE}")
+                await self._finish(task_id, FAILED, error=error.to_error(), message=SHUTDOWN_MESSAGE)
+            raise
+        except Exception as exc:  # the store failed under the task: it is failed if it can still be told
+            logger.exception("task %s (%s) failed", task_id[:12], tool.name)
+            error = JSONRPCError(INTERNAL_ERROR, f"Internal error while running {tool.name}: {exc!r}")
+            await self._finish(task_id, FAILED, error=error.to_error())
+        finally:
+            self.running.pop(task_id, None)
+            self._wakeups.pop(task_id, None)
+
+    async def _finish(self, task_id: str, status: str, **values: Any) -> bool:
+        try:
+            return await bounded(self.store.afinish(task_id, status, **values), "database")
+        except Exception:
+            logger.exception("could not record the end of task %s", task_id[:12])
+            return False
+
+    async def _execute(self, task_id: str, ctx: Context, tool: Tool, answers: dict[str, Any]) -> None:
+        arguments = ctx.params.get("arguments")
+        while True:
+            rounds = ctx.rounds = InputRounds(ctx.session.client_capabilities, {}, answers)
+            try:
+                async with asyncio.timeout(tool.timeout):
+                    result = await tool.call(arguments, ctx)
+            except InputRequired as signal:
+                got = await self._ask(task_id, signal)
+                if got is None:
+                    return
+                answers = {**rounds.answers_so_far(), **got}
+                if not await bounded(self.store.aresume(task_id), "database"):
+                    return
+                continue
+            except TimeoutError:
+                error = JSONRPCError(REQUEST_TIMEOUT, f"Task timed out after {tool.timeout:g}s")
+                await self._finish(task_id, FAILED, error=error.to_error(), message=error.message)
+            except JSONRPCError as exc:
+                await self._finish(task_id, FAILED, error=exc.to_error(), message=exc.message)
+            else:
+                await self._finish(task_id, COMPLETED, result=finish_result(ctx, result))
+            return
+
+    async def _ask(self, task_id: str, signal: InputRequired) -> dict[str, Any] | None:
+        """Park the task ``input_required`` until every ask of ``signal`` is answered: the answers, or
+        ``None`` when the task ended meanwhile (cancelled)."""
+        asked = {key: request.to_wire() for key, request in signal.requests.items()}
+        if not await bounded(self.store.aask(task_id, asked), "database"):
+            return None
+        wakeup = self._wakeups.setdefault(task_id, asyncio.Event())
+        try:  # answered on another worker: its write is published to the task's group, which wakes us
+            watched = await self.watch(task_id)
+        except Exception:
+            logger.warning("task %s: cannot watch it; polling the store", task_id[:12], exc_info=True)
+            watched = False
+        try:
+            while True:  # the store is read after the watch began: no answer slips between the two
+                record = await bounded(self.store.aget(task_id), "database")
+                if record is None or not record.live:
+                    return None
+                if all(key in record.input_responses for key in asked):
+                    return {key: record.input_responses[key] for key in asked}
+                wakeup.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wakeup.wait(), INPUT_POLL_WATCHED if watched else INPUT_POLL)
+        finally:
+            if watched:
+                with contextlib.suppress(Exception):
+                    await self.unwatch(task_id)
+
+    def wake(self, task_id: str) -> None:
+        """Answers for a task arrived here: look at the store now rather than at the next poll."""
+        wakeup = self._wakeups.get(task_id)
+        if wakeup is not None:
+            wakeup.set()
+
+    def stop_local(self, task_ids: Collection[str]) -> None:
+        """Stop the handlers of these tasks if they run here (they were settled elsewhere)."""
+        for task_id in task_ids:
+            running = self.running.get(task_id)
+            if running is not None:
+                running.cancel()
+
+    async def cancel(self, task_id: str, message: str = "Cancelled by the client") -> bool:
+        """Settle the task ``cancelled`` (if still live) and stop its handler wherever it runs."""
+        won = await bounded(self.store.afinish(task_id, CANCELLED, message=message), "database")
+        if won:
+            if task_id in self.running:
+                self.stop_local([task_id])
+            elif self._stop_elsewhere is not None:
+                await self._stop_elsewhere(task_id)
+        return won
+
+    async def shutdown(self) -> int:
+        """Fail every task running here (the worker stops) and wait for their handlers."""
+        self.stopping = True
+        tasks = list(self.running.values())
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=5.0)
+        return len(tasks)
+
+
+# -- the extension's methods -----------------------------------------------------------------------------
+
+
+async def visible_tasks(ctx: Context, task_ids: Collection[str]) -> list[str]:
+    """Of ``task_ids``, those of the caller's own tasks on this server (as :func:`_find` sees them)."""
+    runner = _runner(ctx)
+    if runner is None:
+        return []
+    visible = []
+    for task_id in task_ids:
+        record = await bounded(runner.store.aget(task_id), "database")
+        if record is not None and record.server == ctx.server.key and record.owner == owner_of(ctx.user):
+            visible.append(task_id)
+    return visible
+
+
+async def _find(ctx: Context) -> tuple[TaskRunner, TaskRecord]:
+    """The caller's task named by ``taskId``: -32021 without the extension (checked first), -32602 for an
+    id that is unknown, expired, of another server or of another owner (the same answer for all)."""
+    if not tasks_declared(ctx):
+        raise _missing(ctx.method)
+    task_id = ctx.params.get("taskId")
+    if not isinstance(task_id, str) or not task_id:
+        raise JSONRPCError(INVALID_PARAMS, "Invalid params: taskId must be a non-empty string")
+    runner = _runner(ctx)
+    record = await bounded(runner.store.aget(task_id), "database") if runner is not None else None
+    if (
+        runner is None
+        or record is None
+        or record.server != ctx.server.key
+        or record.owner != owner_of(ctx.user)
+    ):
+        raise JSONRPCError(INVALID_PARAMS, f"Task not found: {task_id}", {"taskId": task_id})
+    return runner, record
+
+
+async def tasks_get(ctx: Context) -> dict[str, Any]:
+    """``tasks/get``: the DetailedTask."""
+    _runner, record = await _find(ctx)
+    return record.detailed()
+
+
+async def tasks_update(ctx: Context) -> dict[str, Any]:
+    """``tasks/update``: record the answers to outstanding input requests (others are ignored)."""
+    runner, record = await _find(ctx)
+    responses = ctx.params.get("inputResponses")
+    if not isinstance(responses, dict):
+        raise JSONRPCError(INVALID_PARAMS, "Invalid params: inputResponses must be an object")
+    outstanding = record.outstanding() if record.live else {}
+    answers: dict[str, Any] = {}
+    for key, answer in responses.items():
+        asked = outstanding.get(key)
+        if not isinstance(asked, dict):
+            continue
+        request = InputRequest(str(asked.get("method")), dict(asked.get("params") or {}))
+        answers[key] = request.check_answer(key, answer) if request.method in KNOWN_INPUTS else answer
+    if answers:
+        await bounded(runner.store.aanswer(record.task_id, answers), "database")
+        runner.wake(record.task_id)
+    return {}
+
+
+async def tasks_cancel(ctx: Context) -> dict[str, Any]:
+    """``tasks/cancel``: an empty acknowledgement, also for a task already terminal."""
+    runner, record = await _find(ctx)
+    if record.live:
+        await runner.cancel(record.task_id)
+    return {}

@@ -1,0 +1,103 @@
+"""A raw-HTTP client of the tasks extension (2026-07-28) for the tests: every request with its ``_meta`` and
+the routing headers (``Mcp-Name: <taskId>`` on ``tasks/*``), answers read in JSON or SSE alike."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+import httpx
+
+from tests.raw import ACCEPT_BOTH, messages_of, rpc
+
+MODERN = "2026-07-28"
+TASKS = "io.modelcontextprotocol/tasks"
+WITH_TASKS: dict[str, Any] = {"extensions": {TASKS: {}}, "elicitation": {}}
+"""Client capabilities declaring the tasks extension (and form elicitation)."""
+LIVE = ("working", "input_required")
+
+_ids = itertools.count(1)
+
+
+class TaskClient:
+    """Sends 2026-07-28 requests to ``url`` with ``capabilities`` (and ``headers``, e.g. a bearer token)."""
+
+    def __init__(
+        self,
+        url: str,
+        capabilities: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.url = url
+        self.capabilities = WITH_TASKS if capabilities is None else capabilities
+        self.extra = dict(headers or {})
+
+    def headers(self, method: str, name: str | None) -> dict[str, str]:
+        out = {
+            "Accept": ACCEPT_BOTH,
+            "Content-Type": "application/json",
+            "MCP-Protocol-Version": MODERN,
+            "Mcp-Method": method,
+            **self.extra,
+        }
+        if name is not None:
+            out["Mcp-Name"] = name
+        return out
+
+    async def post(
+        self, method: str, params: dict[str, Any], *, name: str | None = None, **head: str
+    ) -> tuple[httpx.Response, dict[str, Any]]:
+        """The HTTP response and its final JSON-RPC message."""
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": self.capabilities,
+            "io.modelcontextprotocol/clientInfo": {"name": "tasks-tests", "version": "1"},
+        }
+        request_id = next(_ids)
+        if name is None and method == "tools/call":
+            name = str(params["name"])
+        if name is None and method.startswith("tasks/"):
+            name = str(params.get("taskId"))
+        async with httpx.AsyncClient(timeout=15) as http:
+            response = await http.post(
+                self.url,
+                json=rpc(method, {**params, "_meta": meta}, request_id),
+                headers={**self.headers(method, name), **head},
+            )
+        message = messages_of(response)[-1]
+        assert message.get("id") == request_id, message
+        return response, message
+
+    async def result(self, method: str, params: dict[str, Any], **options: Any) -> dict[str, Any]:
+        """The result of a request that must succeed."""
+        response, message = await self.post(method, params, **options)
+        assert "result" in message, (response.status_code, message)
+        return dict(message["result"])
+
+    async def error(
+        self, method: str, params: dict[str, Any], status: int, code: int, **options: Any
+    ) -> dict[str, Any]:
+        """The error of a request that must fail with this HTTP status and JSON-RPC code."""
+        response, message = await self.post(method, params, **options)
+        assert response.status_code == status, (response.status_code, message)
+        assert message.get("error", {}).get("code") == code, message
+        return dict(message["error"])
+
+    async def create(self, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Call a task-capable tool; the ``CreateTaskResult``."""
+        created = await self.result("tools/call", {"name": tool, "arguments": arguments or {}})
+        assert created["resultType"] == "task", created
+        return created
+
+    async def get(self, task_id: str) -> dict[str, Any]:
+        return await self.result("tasks/get", {"taskId": task_id})
+
+    async def wait(self, task_id: str, *statuses: str, within: float = 10.0) -> dict[str, Any]:
+        """Poll ``tasks/get`` until the task is in one of ``statuses``; fail after ``within`` seconds."""
+        async with asyncio.timeout(within):
+            while True:
+                task = await self.get(task_id)
+                if task["status"] in statuses:
+                    return task
+                await asyncio.sleep(0.05)
