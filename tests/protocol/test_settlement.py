@@ -27,6 +27,7 @@ from mcp_server.protocol.settlement import (
     RequestTable,
     aborted_response,
     closed_response,
+    name_of,
     outcome_of,
 )
 from mcp_server.wire.errors import JSONRPCError
@@ -277,6 +278,7 @@ async def test_close_session_and_shutdown_answer_minus_32000(s: Setup) -> None:
 
 async def test_refuse_answers_minus_32600(s: Setup) -> None:
     entry = await s.open("s1", 8)
+    entry.task = asyncio.create_task(asyncio.sleep(60))  # its handler, which must not go on
     await s.table.refuse(LedgerRecord(session_id="s1", request_key=request_key(8), method="tools/call"))
     assert s.replies.got == []  # only the very record the ledger refused is answered
     await s.table.refuse(entry.record)
@@ -286,8 +288,25 @@ async def test_refuse_answers_minus_32600(s: Setup) -> None:
     assert reply["error"]["code"] == -32600
     assert entry.state == ANSWERED
     assert len(s.table) == 0
+    with pytest.raises(asyncio.CancelledError):
+        await entry.task
     await s.table.refuse(entry.record)  # settled already: nothing more
     assert len(s.replies.got) == 1
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "name"),
+    [
+        ("tools/call", {"name": "echo", "uri": "x"}, "echo"),
+        ("prompts/get", {"name": "summary"}, "summary"),
+        ("resources/read", {"uri": "books://1", "name": "n"}, "books://1"),
+        ("resources/subscribe", {"uri": "books://2"}, "books://2"),
+        ("tools/list", {"name": "ignored"}, ""),
+        ("tools/call", {}, ""),
+    ],
+)
+def test_name_of_names_the_tool_prompt_or_resource(method: str, params: dict[str, Any], name: str) -> None:
+    assert name_of(method, params) == name
 
 
 async def test_stateless_entries_never_collide(s: Setup) -> None:
