@@ -20,6 +20,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from django.contrib.staticfiles import finders
 from mcp import Client
 
 from tests.auth_helpers import sdk_client
@@ -66,10 +67,18 @@ def site_env(directory: Path) -> dict[str, str]:
         if k not in {"DJANGO_SETTINGS_MODULE", "DATABASE_URL", "REDIS_URL", "PYTHONPATH"}
         and not k.startswith("MCP_TEST")
     }
-    probe = subprocess.run([sys.executable, "-c", "import mcp_server"], cwd=directory, env=env, check=False)
-    if (
-        probe.returncode != 0
-    ):  # not installed (e.g. a bare checkout): the source tree stands in for pip install
+    probe = subprocess.run(
+        [sys.executable, "-c", "import mcp_server; print(mcp_server.__file__)"],
+        cwd=directory,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    installed = Path(probe.stdout.strip()).resolve() if probe.returncode == 0 else None
+    if installed != (ROOT / "mcp_server" / "__init__.py").resolve():
+        # Not installed (a bare checkout), or installed from another checkout (a git worktree beside an
+        # editable install): the source tree under test stands in for pip install.
         env["PYTHONPATH"] = str(ROOT)
     return env
 
@@ -180,3 +189,31 @@ async def test_token_protected_site(protected_site: tuple[Path, str], kind: str)
             result = await client.call_tool("whoami", {})
             assert not result.is_error
             assert result.content[0].text == "admin"
+
+
+def static_source(name: str) -> bytes:
+    """The bytes of the static file ``name`` as the app ships it."""
+    source = finders.find(name)
+    assert isinstance(source, str), name
+    return Path(source).read_bytes()
+
+
+STATIC = {
+    "admin/css/base.css": "text/css",
+    "mcp_server/live.css": "text/css",
+    "mcp_server/live.js": "text/javascript",
+}
+"""The admin's styles and its live page's script and styles, with the content type a browser needs."""
+
+
+@pytest.mark.parametrize("kind", ["daphne", "uvicorn"])
+async def test_static_files_are_served_in_debug(open_site: Path, kind: str) -> None:
+    """``daphne mysite.asgi:application`` as the README says (DEBUG on, as ``startproject`` leaves it): the
+    admin has its CSS and the live page its script, as under ``runserver``."""
+    with serve(open_site, kind) as url:
+        async with httpx.AsyncClient(base_url=url.removesuffix("/mcp")) as http:
+            for name, content_type in STATIC.items():
+                response = await http.get(f"/static/{name}")
+                assert response.status_code == 200, name
+                assert response.headers["content-type"].split(";")[0] == content_type, name
+                assert response.content == static_source(name), name
