@@ -25,7 +25,7 @@ from mcp import Client
 
 from tests.auth_helpers import sdk_client
 from tests.live import ROOT, free_port, stop_process, wait_for_port
-from tests.raw import initialize
+from tests.raw import initialize, wait_for
 
 SITE = "newsite"
 
@@ -115,12 +115,19 @@ def build_site(directory: Path, *, protected: bool) -> Path:
     return directory
 
 
+def server_log(directory: Path, url: str, kind: str) -> str:
+    """What the server started by :func:`serve` for ``url`` has written so far (its access log included)."""
+    port = url.split(":")[2].split("/")[0]
+    return (directory / f"{kind}-{port}.log").read_text(errors="replace")
+
+
 @contextmanager
 def serve(directory: Path, kind: str) -> Iterator[str]:
-    """Run the site on Daphne or Uvicorn; yields its MCP endpoint URL."""
+    """Run the site on Daphne (with its access log on) or Uvicorn; yields its MCP endpoint URL."""
     port = free_port()
     if kind == "daphne":
-        command = ["-m", "daphne", "-b", "127.0.0.1", "-p", str(port), f"{SITE}.asgi:application"]
+        command = ["-m", "daphne", "--access-log", "-", "-b", "127.0.0.1", "-p", str(port)]
+        command.append(f"{SITE}.asgi:application")
     else:
         command = ["-m", "uvicorn", f"{SITE}.asgi:application", "--host", "127.0.0.1", "--port", str(port)]
     log_path = directory / f"{kind}-{port}.log"
@@ -174,6 +181,25 @@ async def test_official_client_calls_a_tool(open_site: Path, kind: str) -> None:
             result = await client.call_tool("add", {"a": 2, "b": 40})
             assert not result.is_error
             assert result.structured_content == {"result": 42}
+
+
+@pytest.mark.parametrize("kind", ["daphne", "uvicorn"])
+async def test_the_official_client_leaves_no_error_in_the_access_log(open_site: Path, kind: str) -> None:
+    """Issue 15, point 7: each connection of the official client used to log ``POST /mcp 400`` (its
+    ``server/discover`` probe, refused before 2026-07-28 was served), which a newcomer reads as an error."""
+    with serve(open_site, kind) as url:
+        async with Client(url) as client:
+            assert (await client.call_tool("add", {"a": 1, "b": 2})).structured_content == {"result": 3}
+        async with httpx.AsyncClient() as http:  # a request after the client's, so its lines are written
+            assert (await http.get(url.removesuffix("mcp") + "static/admin/css/base.css")).status_code == 200
+
+        async def logged() -> bool:  # access lines are written after their responses
+            return "base.css" in server_log(open_site, url, kind)
+
+        await wait_for(logged)
+        lines = [line for line in server_log(open_site, url, kind).splitlines() if "/mcp" in line]
+    assert any("POST /mcp" in line and " 200" in line for line in lines), lines  # the access log is on
+    assert not [line for line in lines if re.search(r"\b4\d\d\b", line)], lines
 
 
 @pytest.mark.parametrize("kind", ["daphne", "uvicorn"])
