@@ -46,6 +46,29 @@ def whoami(ctx: Context) -> str:
 '''
 
 
+TOKEN_CLIENT = """\
+import asyncio
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+URL = "http://127.0.0.1:8000/mcp"
+TOKEN = "mcp_…"  # from: python manage.py mcp_token create alice
+
+
+async def main() -> None:
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http:
+        async with Client(streamable_http_client(URL, http_client=http)) as client:
+            print([tool.name for tool in (await client.list_tools()).tools])
+
+
+asyncio.run(main())
+"""
+"""The README's bearer-token client (``client.py`` in *Authentication and permissions*), as written."""
+
+
 def readme_blocks(title: str) -> dict[str, str]:
     """The ``python`` blocks of the README section ``## title``, keyed by the file their first line names."""
     text = (ROOT / "README.md").read_text()
@@ -243,3 +266,23 @@ async def test_static_files_are_served_in_debug(open_site: Path, kind: str) -> N
                 assert response.status_code == 200, name
                 assert response.headers["content-type"].split(";")[0] == content_type, name
                 assert response.content == static_source(name), name
+
+
+@pytest.mark.parametrize("kind", ["daphne", "uvicorn"])
+def test_the_readme_token_client_runs_as_written(protected_site: tuple[Path, str], kind: str) -> None:
+    """The client example runs in a process of its own with only its URL and token filled in: it imports
+    nothing the official client does not bring (no ``httpx``), and the token opens the protected site."""
+    directory, token = protected_site
+    with serve(directory, kind) as url:
+        script = TOKEN_CLIENT.replace("http://127.0.0.1:8000/mcp", url).replace('"mcp_…"', repr(token))
+        assert script.count(url) == 1
+        assert script.count(token) == 1
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=directory,
+            env=site_env(directory),
+            capture_output=True,
+            text=True,
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "['add', 'whoami']\n"  # whoami is for staff: the token's user is one
