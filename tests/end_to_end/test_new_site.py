@@ -22,12 +22,15 @@ import httpx
 import pytest
 from django.contrib.staticfiles import finders
 from mcp import Client
+from playwright.sync_api import expect, sync_playwright
 
+from tests.admin.test_browser import CHROMIUM, CHROMIUM_ARGS
 from tests.auth_helpers import sdk_client
 from tests.live import ROOT, free_port, stop_process, wait_for_port
 from tests.raw import initialize, wait_for
 
 SITE = "newsite"
+ADMIN_PASSWORD = "new-site-admin-password"
 
 SHOP_MCP = '''
 from mcp_server import Context, mcp
@@ -51,6 +54,7 @@ import asyncio
 
 import httpx2
 from mcp import Client
+from playwright.sync_api import expect, sync_playwright
 from mcp.client.streamable_http import streamable_http_client
 
 URL = "http://127.0.0.1:8000/mcp"
@@ -176,7 +180,7 @@ def open_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def protected_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     directory = build_site(tmp_path_factory.mktemp("new-site") / "protected", protected=True)
-    env = {**site_env(directory), "DJANGO_SUPERUSER_PASSWORD": "not-used-here"}
+    env = {**site_env(directory), "DJANGO_SUPERUSER_PASSWORD": ADMIN_PASSWORD}
     run(
         directory,
         "manage.py",
@@ -286,3 +290,35 @@ def test_the_readme_token_client_runs_as_written(protected_site: tuple[Path, str
         )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "['add', 'whoami']\n"  # whoami is for staff: the token's user is one
+
+
+@pytest.mark.browser
+def test_the_admin_live_page_works_in_a_browser_under_daphne(protected_site: tuple[Path, str]) -> None:
+    """``daphne newsite.asgi:application`` as the README says, the admin in a real browser: styled, and the
+    live page connected (its script loaded, its WebSocket routed by ``mcp_application``) with its chart."""
+    if not CHROMIUM.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set but {CHROMIUM} is missing: apt-get install chromium")
+        pytest.skip(f"{CHROMIUM} is missing (Debian package chromium)")
+    directory, _token = protected_site
+    live = "/admin/mcp_server/ledgerentry/live/"
+    with serve(directory, "daphne") as url, sync_playwright() as playwright:
+        base = url.removesuffix("/mcp")
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"{base}/admin/login/?next={live}")
+            page.fill("#id_username", "admin")
+            page.fill("#id_password", ADMIN_PASSWORD)
+            page.click("input[type=submit]")
+            page.wait_for_url(f"{base}{live}")
+            expect(page.locator("#mcp-live-state")).to_have_text("live", timeout=15_000)  # script + socket
+            expect(page.locator("#mcp-live-chart")).to_be_visible()
+            expect(page.locator("#mcp-live-updated")).not_to_be_empty()
+            # The admin's styles (a coloured header) and the live page's own (its state as a pill).
+            header = "getComputedStyle(document.getElementById('header')).backgroundColor"
+            assert page.evaluate(header) not in {"", "rgba(0, 0, 0, 0)"}
+            pill = "getComputedStyle(document.getElementById('mcp-live-state')).borderRadius"
+            assert page.evaluate(pill) == "10px"
+        finally:
+            browser.close()
