@@ -262,3 +262,132 @@ async def test_the_live_page_websocket_answers_under_uvicorn(deployed: Deployed)
     ) as socket:
         snapshot = json.loads(await socket.recv())
     assert snapshot["can_abort"] is True
+
+
+# -- a brand-new site, deployed with the README's block -------------------------------------------------
+
+DEPLOY_SETTINGS = """\
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": "mysite",
+        "HOST": "127.0.0.1",
+        "USER": "mysite",
+        "OPTIONS": {"connect_timeout": 3},
+    }
+}
+# Finite timeouts, so that a Redis that stops answering fails the waits on it (mcp_server.W002, W008):
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {
+            "hosts": [
+                {"address": "redis://127.0.0.1:6379/0", "socket_timeout": 15, "socket_connect_timeout": 3}
+            ]
+        },
+    }
+}
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": "redis://127.0.0.1:6379/1",
+        "OPTIONS": {"socket_timeout": 5, "socket_connect_timeout": 3},
+    }
+}
+
+# Static files (the admin's CSS, the live page's script) from the app server, after collectstatic:
+MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")  # right after SecurityMiddleware
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+
+# HTTPS ends at the proxy, which says so in X-Forwarded-Proto:
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = True
+SECURE_HSTS_SECONDS = 3600            # raise once all is well
+SECURE_HSTS_INCLUDE_SUBDOMAINS = True  # only if every subdomain is HTTPS too
+SECURE_HSTS_PRELOAD = True
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+"""
+"""The README's production settings block (*Deploying*, ``settings.py (production)``), as written."""
+
+
+@pytest.fixture(scope="module")
+def new_site_deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
+    """``startproject``, the README's installation steps, its production block with this machine's stores
+    filled in, the release commands, then the documented command line."""
+    from tests.end_to_end.test_new_site import SITE, build_site, run, site_env
+
+    require_services()
+    directory = build_site(tmp_path_factory.mktemp("deploy-new-site") / "site", protected=False)
+    with throwaway_redis() as redis, postgres_database() as database:
+        host, name = database.rsplit("/", 1)
+        settings = (
+            DEPLOY_SETTINGS.replace('"NAME": "mysite"', f'"NAME": {name!r}')
+            .replace('"USER": "mysite"', '"USER": "postgres"')
+            .replace("redis://127.0.0.1:6379", f"redis://127.0.0.1:{redis.port}")
+        )
+        assert settings.count(str(redis.port)) == 2
+        assert host.endswith("@127.0.0.1:5432"), host  # the block's host and default port
+        with (directory / SITE / "settings.py").open("a") as out:
+            out.write("\nimport os\n\nDEBUG = False\nSECRET_KEY = os.environ['DJANGO_SECRET_KEY']\n")
+            out.write("ALLOWED_HOSTS = ['127.0.0.1']\n\n" + settings)
+        env = {**site_env(directory), "DJANGO_SECRET_KEY": secrets.token_urlsafe(50)}
+        run(directory, "manage.py", "migrate", "--noinput", "-v0", env=env)
+        run(directory, "manage.py", "collectstatic", "--noinput", "-v0", env=env)
+        checked = subprocess.run(
+            [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+            cwd=directory,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert "System check identified no issues" in checked.stdout
+        port = free_port()
+        argv = shlex.split(DEPLOY_COMMAND.replace("mysite", SITE).replace("8000", str(port)))
+        argv[0] = str(Path(sys.executable).parent / argv[0])
+        log_path = directory / "uvicorn.log"
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(argv, cwd=directory, env=env, stdout=log, stderr=log)
+        try:
+            try:
+                wait_for_port(port, process)
+            except Exception:
+                raise RuntimeError(f"uvicorn did not start:\n{log_path.read_text()}") from None
+            yield Deployed(f"http://127.0.0.1:{port}", env, database, log_path)
+        finally:
+            stop_process(process)
+
+
+async def test_a_new_site_deployed_as_the_readme_says(new_site_deployed: Deployed) -> None:
+    """One session of the official client is served by both workers of a site we did not write, and the
+    admin's styles load through WhiteNoise."""
+    site = new_site_deployed
+    async with (
+        fresh_connections() as http,
+        Client(streamable_http_client(site.url, http_client=http), mode="legacy") as client,
+    ):
+
+        async def both_workers_served() -> bool:
+            result = await client.call_tool("add", {"a": 2, "b": 40})
+            assert result.structured_content == {"result": 42}
+            rows = ledger(site.database, "select distinct worker from mcp_server_ledgerentry")
+            return len(pids({worker for (worker,) in rows})) >= 2
+
+        await wait_for(both_workers_served, within=60)
+    sessions = ledger(
+        site.database, "select distinct session_id from mcp_server_ledgerentry where method = 'tools/call'"
+    )
+    assert len(sessions) == 1, sessions
+    async with httpx.AsyncClient(headers=PROXY, timeout=30) as web:
+        login = await web.get(f"{site.base}/admin/login/")
+        assert login.status_code == 200
+        styles = re.findall(r'href="(/static/admin/css/[^"]+\.css)"', login.text)
+        assert styles, login.text
+        for style in styles:
+            response = await web.get(f"{site.base}{style}")
+            assert response.status_code == 200, style
+            assert response.headers["content-type"].split(";")[0] == "text/css", style
