@@ -63,6 +63,11 @@ class ThinChangeList(ChangeList):
         return queryset.defer(*deferred) if deferred else queryset
 
 
+def _cut(text: str) -> str:
+    """``text`` in a cell that cuts it short with an ellipsis (``changelist.css``); the whole in a tooltip."""
+    return format_html('<span class="mcp-cut" title="{}">{}</span>', text, text)
+
+
 def _pending_count() -> Subquery:
     """The count of a session's pending ledger rows, computed for the rows of the page only."""
     pending = (
@@ -192,13 +197,15 @@ class LedgerEntryAdmin(LedgerEntryModelAdmin):
         "age",
         "took",
         "method",
-        "name",
-        "protocol_version",
+        "handler",
+        "revision",
         "session_link",
         "user",
-        "worker",
-        "deadline",
+        "worker_id",
     )
+    """Narrow enough for a 1400 px window beside the admin's sidebars: the deadline is on each request's page,
+    long values (a request id, a worker's host) are cut with their whole text in a tooltip
+    (``changelist.css``)."""
     list_display_links = ("request",)
     list_filter = ("state", "method", AgeFilter)
     search_fields = ("request_key", "method", "session__id", "round_of", "client")
@@ -232,7 +239,20 @@ class LedgerEntryAdmin(LedgerEntryModelAdmin):
 
     @admin.display(description="request id", ordering="request_key")
     def request(self, obj: LedgerEntry) -> str:
-        return repr(obj.request_id)
+        return _cut(repr(obj.request_id))
+
+    @admin.display(description="name", ordering="name")
+    def handler(self, obj: LedgerEntry) -> str:
+        """The tool, resource or prompt."""
+        return _cut(obj.name) if obj.name else "-"
+
+    @admin.display(description="revision", ordering="protocol_version")
+    def revision(self, obj: LedgerEntry) -> str:
+        return obj.protocol_version or "-"
+
+    @admin.display(description="worker", ordering="worker")
+    def worker_id(self, obj: LedgerEntry) -> str:
+        return _cut(obj.worker)
 
     @admin.display(description="age", ordering="-created")
     def age(self, obj: LedgerEntry) -> str:
@@ -247,7 +267,7 @@ class LedgerEntryAdmin(LedgerEntryModelAdmin):
         if not obj.session_id:
             return "-"
         url = reverse(f"{self.admin_site.name}:mcp_server_session_change", args=[obj.session_id])
-        return format_html('<a href="{}">{}…</a>', url, obj.session_id[:12])
+        return format_html('<a href="{}" title="{}">{}…</a>', url, obj.session_id, obj.session_id[:8])
 
     @admin.action(description="Abort selected requests (each answers -32003)", permissions=["change"])
     def abort_requests(self, request: HttpRequest, queryset: QuerySet[LedgerEntry]) -> None:

@@ -25,7 +25,7 @@ from .transports.body_limit import limit_daphne_bodies
 from .transports.consumer import MCPConsumer
 from .transports.shutdown import LifespanApp
 
-__all__ = ["mcp_application", "mcp_endpoint", "mcp_urlpatterns"]
+__all__ = ["mcp_application", "mcp_endpoint", "mcp_urlpatterns", "serve_static_in_debug"]
 
 
 def mcp_endpoint(server: MCPServer = mcp) -> Any:
@@ -73,11 +73,31 @@ def mcp_urlpatterns(servers: Mapping[str, MCPServer] | None = None) -> list[URLP
     return patterns
 
 
+def serve_static_in_debug(django_app: Any) -> Any:
+    """``django_app`` serving static files (the admin's CSS, the live page's script) when ``DEBUG`` is on.
+
+    ``runserver`` does this by itself; Daphne and Uvicorn do not, so without it the admin has no styles and
+    its live page no script under ``daphne mysite.asgi:application``. With ``DEBUG`` off (production) static
+    files are the job of WhiteNoise or the reverse proxy, as for any Django site.
+    """
+    from django.apps import apps
+    from django.conf import settings
+    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+
+    if not settings.DEBUG or not apps.is_installed("django.contrib.staticfiles") or not settings.STATIC_URL:
+        return django_app
+    if isinstance(django_app, ASGIStaticFilesHandler):  # the site wrapped it already
+        return django_app
+    return ASGIStaticFilesHandler(django_app)
+
+
 def mcp_application(django_app: Any, servers: Mapping[str, MCPServer] | None = None) -> ProtocolTypeRouter:
     """A ``ProtocolTypeRouter`` that serves the MCP endpoints and hands every other request to Django.
 
+    In ``DEBUG``, static files are served too, as ``runserver`` serves them (:func:`serve_static_in_debug`).
     WebSockets: the admin's live page of pending requests (staff only, same-origin only).
     """
+    django_app = serve_static_in_debug(django_app)
     return ProtocolTypeRouter(
         {
             "http": URLRouter([*mcp_urlpatterns(servers), re_path(r"", django_app)]),

@@ -1,4 +1,8 @@
-"""ASGI entry point: MCP at /mcp, /staff/mcp and /conformance/mcp; everything else served by Django."""
+"""ASGI entry point: MCP at /mcp, /staff/mcp and /conformance/mcp; everything else served by Django.
+
+In DEBUG, ``mcp_application`` serves static files too (the admin's CSS, the live page's script); in production
+WhiteNoise does (``project.settings``).
+"""
 
 import os
 from typing import Any
@@ -7,13 +11,6 @@ from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 django_application: Any = get_asgi_application()
-
-from django.conf import settings  # noqa: E402
-
-if settings.DEBUG:  # static files (the admin's CSS and JS) under ``daphne``, as ``runserver`` serves them
-    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
-
-    django_application = ASGIStaticFilesHandler(django_application)
 
 from mcp_server import mcp  # noqa: E402  (after Django is set up)
 from mcp_server.routing import mcp_application  # noqa: E402

@@ -103,7 +103,7 @@ def test_pending_entries_come_first(admin_client: Client) -> None:
     response = admin_client.get(CHANGELIST)
     assert listed(response) == [4, 2, 1, 3]
     page = response.content.decode()
-    for column in ("field-age", "field-method", "field-name", "field-session_link", "field-worker"):
+    for column in ("field-age", "field-method", "field-handler", "field-session_link", "field-worker_id"):
         assert column in page
     assert "Pending requests (live)" in page
 

@@ -21,6 +21,7 @@ import pytest
 from mcp import Client, MCPError
 from mcp_types import Implementation
 from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from mcp_server.wire.errors import REQUEST_ABORTED
 from tests.admin_helpers import PASSWORD, admin_log, create_superuser, manage, pending_rows
@@ -210,3 +211,67 @@ def test_operator_sees_a_slow_call_live_and_aborts_it(server: LiveServer, page: 
         background.join(30)
     expect(page.locator("#mcp-live-rows tr")).to_have_count(0, timeout=10_000)
     expect(page.locator("#mcp-live-empty")).to_be_visible()
+
+
+FITS = """() => {
+  const results = document.querySelector("#changelist .results");
+  const table = document.getElementById("result_list");
+  const last = table.querySelector("thead th:last-child").getBoundingClientRect();
+  return {
+    page: [document.documentElement.scrollWidth, window.innerWidth],
+    results: [results.scrollWidth, results.clientWidth],
+    lastColumnRight: [Math.round(last.right), Math.round(results.getBoundingClientRect().right)],
+  };
+}"""
+"""Widths that tell whether the request list fits: the page, the list's scroll box, its last column."""
+
+
+LONG_VALUES = """
+from django.utils import timezone
+from mcp_server.models import LedgerEntry
+
+for n, state in enumerate(["aborted", "closed", "cancelled", "answered"]):
+    LedgerEntry.objects.create(
+        request_key=f"s:zz-{n}-" + "a-client-chose-a-long-request-id-" * 4, method="tools/call",
+        name="x" * 120,
+        worker="worker-7.eu-west-1.compute.internal.example.org:123456:abcdef", created=timezone.now(),
+        state=state, settled_at=timezone.now(), outcome={"result": True},
+    )
+"""
+"""Rows with values as long as real ones get: a client's long string id, a long tool name, a cloud host, the
+longest states."""
+
+
+def sign_in(page: Page, server: LiveServer, next_path: str) -> None:
+    page.goto(f"{server.base}/admin/login/?next={next_path}")
+    page.fill("#id_username", "admin")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{server.base}{next_path}")
+
+
+def test_the_request_list_fits_a_1400_pixel_window(server: LiveServer, page: Page) -> None:
+    """Issue 15: at 1400 px the request list's last columns ran off the page. With real rows (pending calls
+    with their sessions, users and workers, settled history) every column is on screen, with no scrolling."""
+    seeded = manage(server, "shell", "-c", LONG_VALUES)
+    assert seeded.returncode == 0, seeded.stderr
+    end_background, background = background_requests(server)
+    try:
+        path = (
+            "/admin/mcp_server/ledgerentry/"  # pending first, then the newest: the long row is near the top
+        )
+        sign_in(page, server, path)
+        expect(page.locator("#result_list tbody tr").first).to_be_visible()
+        expect(page.locator("#result_list td.field-session_link a").first).to_be_visible()  # a real session
+        long_rows = page.locator("#result_list td.field-worker_id", has_text="worker-7.eu-west-1")
+        expect(long_rows).to_have_count(4)
+        # Once laid out with its styles (the page may be measured before its stylesheet applies), the list
+        # fits; a list that does not fit never does, and the wait times out with its widths.
+        fits = f"() => Object.values(({FITS})()).every(([width, room]) => width <= room)"
+        try:
+            page.wait_for_function(fits, timeout=10_000)
+        except PlaywrightTimeout:
+            pytest.fail(f"the request list does not fit at 1400 px: {page.evaluate(FITS)}")
+    finally:
+        end_background()
+        background.join(30)

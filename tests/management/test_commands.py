@@ -356,6 +356,8 @@ def test_token_create_list_revoke(sqlite_file: Path) -> None:
     )
     default = created(token_command(env, "create", "bob", "--name", "ci"))
     short = created(token_command(env, "create", "alice", "--name", "short", "--days", "1.5"))
+    unused = listing(env)
+    assert {name: row[6] for name, row in unused.items()} == dict.fromkeys(unused, "last used never")
     desktop, ci, brief = authenticate(env, scoped, default, short)
     assert desktop == {"user": "alice", "name": "desktop", "scopes": ["tool:echo"], "days": None}  # never
     assert ci["user"] == "bob"
@@ -366,10 +368,11 @@ def test_token_create_list_revoke(sqlite_file: Path) -> None:
     everyone = listing(env)
     assert set(everyone) == {"desktop", "ci", "short"}
     pk, prefix, *columns = everyone["desktop"]
-    assert columns == ["alice", "desktop", "valid", "expires never", "tool:echo"]
+    assert columns[:4] + columns[5:] == ["alice", "desktop", "valid", "expires never", "tool:echo"]
+    assert columns[4].startswith("last used 20")  # it authenticated a request above
     assert scoped.startswith(prefix.removesuffix("…"))
     assert scoped not in "\n".join("\t".join(row) for row in everyone.values())  # never shown again
-    assert everyone["ci"][4:] == ["valid", everyone["ci"][5], "*"]  # no scope: everything bob may use
+    assert everyone["ci"][4:] == ["valid", everyone["ci"][5], everyone["ci"][6], "*"]  # no scope: all bob may
     assert everyone["ci"][5].startswith("expires 20")
     assert set(listing(env, "alice")) == {"desktop", "short"}
 
@@ -397,7 +400,12 @@ def test_token_command_errors(sqlite_file: Path) -> None:
     env = base_env(sqlite_file)
     shell(env, USERS)
     for args, message in [
-        (("create", "nobody"), "No user 'nobody'"),
+        (
+            ("create", "nobody"),
+            "No user 'nobody': a token belongs to an existing user. Create the user first "
+            "(manage.py createsuperuser for an administrator, or Users > Add in the admin), "
+            "then run this again.",
+        ),
         (("create", "alice", "--days", "-1"), "--days must be 0 (never expires) or more"),
         (("create", "alice", "--days", "nan"), "--days must be 0 (never expires) or more"),
         (("create", "alice", "--days", "1e9"), "--days 1e+09 is too far in the future"),

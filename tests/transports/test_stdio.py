@@ -692,6 +692,34 @@ async def test_user_option_applies_that_users_permissions(start: Any, database: 
     assert username == "alice"
 
 
+async def test_without_a_user_it_refuses_to_serve_anonymously_when_anonymous_access_is_off(
+    start: Any, alice: str
+) -> None:
+    """Anonymous access off: no --user is an error naming both ways out; --user or --allow-anonymous serve."""
+    closed = {"ALLOW_ANONYMOUS": False}
+    refused: RawStdio = await start(overrides=closed)
+    assert await refused.finish() == 1
+    assert refused.lines == []
+    assert (
+        "CommandError: MCP_SERVER['ALLOW_ANONYMOUS'] is False, so mcp_stdio will not serve anonymously: pass "
+        "--user USERNAME (the user whose permissions apply to every request), or --allow-anonymous to serve "
+        "anonymously anyway."
+    ) in refused.stderr()
+    assert "Traceback" not in refused.stderr()
+
+    as_alice: RawStdio = await start("--user", alice, overrides=closed)
+    assert "stdio_staff_only" in await tool_names(as_alice)
+    whoami = await as_alice.request(call(2, "stdio_whoami"))
+    assert whoami["result"]["structuredContent"] == {"result": "alice"}
+    assert await as_alice.finish() == 0
+
+    anonymous: RawStdio = await start("--allow-anonymous", overrides=closed)
+    names = await tool_names(anonymous)
+    assert "stdio_whoami" in names  # served...
+    assert "stdio_staff_only" not in names  # ... as anonymous
+    assert await anonymous.finish() == 0
+
+
 async def test_unknown_user_is_an_error(start: Any) -> None:
     raw: RawStdio = await start("--user", "nobody")
     assert await raw.finish() == 1

@@ -151,7 +151,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--user",
             default=None,
-            help="Username whose permissions apply to every request (default: anonymous).",
+            help="Username whose permissions apply to every request (default: anonymous, which "
+            "MCP_SERVER['ALLOW_ANONYMOUS'] = False refuses unless --allow-anonymous is given).",
+        )
+        parser.add_argument(
+            "--allow-anonymous",
+            action="store_true",
+            help="Serve anonymously without --user even though MCP_SERVER['ALLOW_ANONYMOUS'] is False.",
         )
         parser.add_argument(
             "--log-level",
@@ -163,6 +169,12 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         server = resolve_server(options["server"])
+        if not options["user"] and not mcp_settings.ALLOW_ANONYMOUS and not options["allow_anonymous"]:
+            raise CommandError(
+                "MCP_SERVER['ALLOW_ANONYMOUS'] is False, so mcp_stdio will not serve anonymously: pass "
+                "--user USERNAME (the user whose permissions apply to every request), or --allow-anonymous "
+                "to serve anonymously anyway."
+            )
         user = resolve_user(options["user"])
         route_logging(options["log_level"], sys.stderr)
         from mcp_server.updates import watch_registry

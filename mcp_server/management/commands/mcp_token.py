@@ -3,7 +3,7 @@
 ::
 
     manage.py mcp_token create alice --name "Claude desktop" --days 30 --scope "tool:books_*"
-    manage.py mcp_token list [alice]
+    manage.py mcp_token list [alice]          # id, prefix, user, name, status, expiry, last use, scopes
     manage.py mcp_token revoke mcp_AbCdEf      # a token's prefix (as listed), or its id
 """
 
@@ -57,7 +57,11 @@ class Command(BaseCommand):
         try:
             user = User._default_manager.get_by_natural_key(options["username"])
         except User.DoesNotExist as exc:
-            raise CommandError(f"No user {options['username']!r}") from exc
+            raise CommandError(
+                f"No user {options['username']!r}: a token belongs to an existing user. Create the user "
+                "first (manage.py createsuperuser for an administrator, or Users > Add in the admin), "
+                "then run this again."
+            ) from exc
         days = float(options["days"])
         if not math.isfinite(days) or days < 0:
             raise CommandError("--days must be 0 (never expires) or more")
@@ -79,8 +83,9 @@ class Command(BaseCommand):
             status = "revoked" if token.is_revoked else "expired" if token.is_expired() else "valid"
             expires = token.expires.isoformat() if token.expires else "never"
             scopes = " ".join(token.scopes) or "*"
+            used = token.last_used.isoformat() if token.last_used else "never"
             columns = [token.pk, f"{token.prefix}…", token.user, token.name, status, f"expires {expires}"]
-            columns.append(scopes)
+            columns += [f"last used {used}", scopes]
             self.stdout.write("\t".join(str(c) for c in columns))
 
     def _revoke(self, key: str) -> None:
