@@ -38,6 +38,12 @@ from tests.stores import throwaway_redis
 DEPLOY_COMMAND = "uvicorn mysite.asgi:application --workers 2 --host 127.0.0.1 --port 8000"
 """The README's production command line (section *Deploying*), with ``mysite`` and the port replaced."""
 
+
+def test_the_command_is_the_readmes() -> None:
+    deploying = (ROOT / "README.md").read_text().split("\n## Deploying\n", 1)[1].split("\n## ", 1)[0]
+    assert f"   {DEPLOY_COMMAND}\n" in deploying
+
+
 PASSWORD = "deploy-operator-password"
 PROXY = {"X-Forwarded-Proto": "https"}
 """What the TLS-terminating reverse proxy adds to every request it passes on."""
@@ -266,66 +272,20 @@ async def test_the_live_page_websocket_answers_under_uvicorn(deployed: Deployed)
 
 # -- a brand-new site, deployed with the README's block -------------------------------------------------
 
-DEPLOY_SETTINGS = """\
-DATABASES = {
-    "default": {
-        "ENGINE": "django.db.backends.postgresql",
-        "NAME": "mysite",
-        "HOST": "127.0.0.1",
-        "USER": "mysite",
-        "OPTIONS": {"connect_timeout": 3},
-    }
-}
-# Finite timeouts, so that a Redis that stops answering fails the waits on it (mcp_server.W002, W008):
-CHANNEL_LAYERS = {
-    "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {
-            "hosts": [
-                {"address": "redis://127.0.0.1:6379/0", "socket_timeout": 15, "socket_connect_timeout": 3}
-            ]
-        },
-    }
-}
-CACHES = {
-    "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
-        "LOCATION": "redis://127.0.0.1:6379/1",
-        "OPTIONS": {"socket_timeout": 5, "socket_connect_timeout": 3},
-    }
-}
-
-# Static files (the admin's CSS, the live page's script) from the app server, after collectstatic:
-MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")  # right after SecurityMiddleware
-STATIC_ROOT = BASE_DIR / "staticfiles"
-STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
-}
-
-# HTTPS ends at the proxy, which says so in X-Forwarded-Proto:
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-SECURE_SSL_REDIRECT = True
-SECURE_HSTS_SECONDS = 3600            # raise once all is well
-SECURE_HSTS_INCLUDE_SUBDOMAINS = True  # only if every subdomain is HTTPS too
-SECURE_HSTS_PRELOAD = True
-SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
-"""
-"""The README's production settings block (*Deploying*, ``settings.py (production)``), as written."""
-
 
 @pytest.fixture(scope="module")
 def new_site_deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
     """``startproject``, the README's installation steps, its production block with this machine's stores
     filled in, the release commands, then the documented command line."""
-    from tests.end_to_end.test_new_site import SITE, build_site, run, site_env
+    from tests.end_to_end.test_new_site import SITE, build_site, readme_blocks, run, site_env
 
     require_services()
     directory = build_site(tmp_path_factory.mktemp("deploy-new-site") / "site", protected=False)
     with throwaway_redis() as redis, postgres_database() as database:
         host, name = database.rsplit("/", 1)
         settings = (
-            DEPLOY_SETTINGS.replace('"NAME": "mysite"', f'"NAME": {name!r}')
+            readme_blocks("Deploying")["settings.py"]
+            .replace('"NAME": "mysite"', f'"NAME": {name!r}')
             .replace('"USER": "mysite"', '"USER": "postgres"')
             .replace("redis://127.0.0.1:6379", f"redis://127.0.0.1:{redis.port}")
         )

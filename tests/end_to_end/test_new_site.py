@@ -49,30 +49,6 @@ def whoami(ctx: Context) -> str:
 '''
 
 
-TOKEN_CLIENT = """\
-import asyncio
-
-import httpx2
-from mcp import Client
-from playwright.sync_api import expect, sync_playwright
-from mcp.client.streamable_http import streamable_http_client
-
-URL = "http://127.0.0.1:8000/mcp"
-TOKEN = "mcp_…"  # from: python manage.py mcp_token create alice
-
-
-async def main() -> None:
-    headers = {"Authorization": f"Bearer {TOKEN}"}
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http:
-        async with Client(streamable_http_client(URL, http_client=http)) as client:
-            print([tool.name for tool in (await client.list_tools()).tools])
-
-
-asyncio.run(main())
-"""
-"""The README's bearer-token client (``client.py`` in *Authentication and permissions*), as written."""
-
-
 def readme_blocks(title: str) -> dict[str, str]:
     """The ``python`` blocks of the README section ``## title``, keyed by the file their first line names."""
     text = (ROOT / "README.md").read_text()
@@ -81,8 +57,9 @@ def readme_blocks(title: str) -> dict[str, str]:
     for match in re.finditer(r"^( *)```python\n(.*?)^\1```", section, re.S | re.M):
         code = textwrap.dedent(match.group(2))
         first, _newline, rest = code.partition("\n")
-        if first.startswith("# ") and first[2:].strip().endswith(".py"):
-            blocks[first[2:].split()[0]] = rest
+        name = first[2:].split()[0] if first.startswith("# ") and first[2:].strip() else ""
+        if name.endswith(".py"):  # "# settings.py" or "# settings.py (production)"
+            blocks[name] = rest
     return blocks
 
 
@@ -278,7 +255,8 @@ def test_the_readme_token_client_runs_as_written(protected_site: tuple[Path, str
     nothing the official client does not bring (no ``httpx``), and the token opens the protected site."""
     directory, token = protected_site
     with serve(directory, kind) as url:
-        script = TOKEN_CLIENT.replace("http://127.0.0.1:8000/mcp", url).replace('"mcp_…"', repr(token))
+        token_client = readme_blocks("Authentication and permissions")["client.py"]
+        script = token_client.replace("http://127.0.0.1:8000/mcp", url).replace('"mcp_…"', repr(token))
         assert script.count(url) == 1
         assert script.count(token) == 1
         done = subprocess.run(
