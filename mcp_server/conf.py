@@ -55,6 +55,12 @@ DEFAULTS: dict[str, Any] = {
         "resources/read": {"ttl_ms": 0, "cache_scope": "private"},
     },
     "REQUEST_STATE_MAX_AGE": 3600.0,
+    "SSE_RETRY_MS": 1000,
+    "SSE_POLL_AFTER": None,
+    "EVENT_STORE_BACKEND": "mcp_server.ledger.events.DatabaseEventStore",
+    "EVENT_STORE_CACHE_ALIAS": "default",
+    "EVENT_RETENTION": 600.0,
+    "MAX_STREAM_EVENTS": 1000,
 }
 """Every key ``MCP_SERVER`` understands, with its default. The README's settings table mirrors this."""
 
@@ -100,6 +106,18 @@ class MCPSettings:
     CACHE_HINTS: dict[str, dict[str, Any]]
     REQUEST_STATE_MAX_AGE: float
     """Seconds a signed ``requestState`` (an ``input_required`` round at 2026-07-28) stays valid."""
+    SSE_RETRY_MS: int | None
+    """The ``retry:`` hint (milliseconds) of a handshake-era stream's priming event (2025-11-25 and later)."""
+    SSE_POLL_AFTER: float | None
+    """Seconds after which a handshake-era POST stream is closed so that the client polls with
+    ``Last-Event-ID`` (SEP-1699); the request keeps running (``None``: streams stay open)."""
+    EVENT_STORE_BACKEND: str
+    """Import path of the event store that keeps SSE events for ``Last-Event-ID`` replay."""
+    EVENT_STORE_CACHE_ALIAS: str
+    EVENT_RETENTION: float
+    """Seconds a stream's events are kept for replay."""
+    MAX_STREAM_EVENTS: int
+    """Events kept per stream (older notifications are trimmed; responses are kept)."""
     unknown_keys: tuple[str, ...] = field(default=())
 
     @classmethod
