@@ -94,7 +94,8 @@ async def _events(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
         if line.startswith("data:"):
             data.append(line[5:].lstrip())
         elif not line and data:
-            yield json.loads("\n".join(data))
+            if any(data):  # (a priming event has empty data)
+                yield json.loads("\n".join(data))
             data = []
 
 

@@ -10,6 +10,7 @@ cached (the ledger is written behind it).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import logging
 from collections.abc import Awaitable, Callable
@@ -308,6 +309,8 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         if parsed is None:
             raise HTTPProblem(400, "Bad Request: Last-Event-ID names no stream of this server")
         stream_id, seq = parsed
+        with contextlib.suppress(Exception):  # what this worker sent on it is stored before it is read
+            await self.runtime.events.write_now([])
         stored = await self.runtime.event_store.aevents_after(session.id, stream_id, seq)
         high = max([seq, *(e.seq for e in stored)])
         return EventLog(self.runtime, session.id, session.protocol_version, stream_id=stream_id, seq=high)

@@ -119,6 +119,8 @@ async def serve_resumed(
         raise HTTPProblem(400, "Bad Request: Last-Event-ID names no stream of this server")
     stream_id, last = parsed
     store = runtime.event_store
+    with contextlib.suppress(Exception):  # what this worker sent on it is stored before it is read
+        await runtime.events.write_now([])
     async with runtime.resumed.watch(stream_id) as woken:
         await send({"type": "http.response.start", "status": 200, "headers": sse.SSE_HEADERS})
         loop = asyncio.get_running_loop()

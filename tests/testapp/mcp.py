@@ -297,7 +297,7 @@ async def raw_ledger_records(params: dict[str, Any], ctx: Context) -> dict[str, 
     return {"records": [dict(zip(keys, values, strict=True)) for values in found]}
 
 
-# -- resumable streams (tests/transports/test_resumable.py, tests/end_to_end/test_resume_workers.py) ----------
+# -- resumable streams (tests/transports/test_resumable.py, tests/end_to_end/test_resume_workers.py) -----
 
 _step_gates: dict[str, asyncio.Event] = {}
 
@@ -331,7 +331,7 @@ async def gated_steps(gate: str, ctx: Context, close_stream: bool = False) -> st
 
 @mcp.method("test/open_step_gate")
 async def raw_open_step_gate(params: dict[str, Any]) -> dict[str, Any]:
-    """Open the gate ``params["gate"]`` of ``gated_steps`` (on every worker, through Redis when there is one)."""
+    """Open the gate ``params["gate"]`` of ``gated_steps`` (for every worker: over Redis if there is one)."""
     from django.conf import settings
 
     gate = str(params["gate"])

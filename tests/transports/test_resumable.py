@@ -52,7 +52,11 @@ async def events_of(response: httpx.Response) -> AsyncIterator[Event]:
 
 
 def call(gate: str, request_id: int, **arguments: Any) -> dict[str, Any]:
-    params = {"name": "gated_steps", "arguments": {"gate": gate, **arguments}, "_meta": {"progressToken": "t"}}
+    params = {
+        "name": "gated_steps",
+        "arguments": {"gate": gate, **arguments},
+        "_meta": {"progressToken": "t"},
+    }
     return rpc("tools/call", params, request_id)
 
 
@@ -75,11 +79,13 @@ def check_rest(events: list[Event], stream: str, after: int, request_id: int) ->
     progress = [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"]
     answers = [m for m in messages if m.get("id") == request_id]
     assert progress == [2, 3], messages
-    assert len(answers) == 1 and answers[0]["result"]["content"][0]["text"].startswith("passed gate"), messages
+    assert len(answers) == 1, messages
+    assert answers[0]["result"]["content"][0]["text"].startswith("passed gate"), messages
     assert messages[-1] is answers[0]
     seqs = [int(str(e.id).rpartition(":")[2]) for e in events]
     assert all(str(e.id).startswith(stream + ":") for e in events), events
-    assert seqs == sorted(set(seqs)) and seqs[0] > after, seqs
+    assert seqs == sorted(set(seqs)), seqs
+    assert seqs[0] > after, seqs
 
 
 @pytest.fixture(scope="module")
@@ -96,10 +102,14 @@ async def test_cut_mid_call_then_resume_gets_the_rest_once(server: LiveServer) -
             priming = await anext(stream)
             first = await anext(stream)
         # the connection is cut here, the call waits at its gate
-        assert priming.data == "" and priming.retry == 1000 and priming.id is not None
+        assert priming.data == ""
+        assert priming.retry == 1000
+        assert priming.id is not None
         stream_id, _sep, seq = priming.id.rpartition(":")
-        assert stream_id.startswith("p") and seq == "0"
-        assert first.message["params"]["progress"] == 1 and first.id == f"{stream_id}:1"
+        assert stream_id.startswith("p")
+        assert seq == "0"
+        assert first.message["params"]["progress"] == 1
+        assert first.id == f"{stream_id}:1"
         await open_gate(session, gate)
         check_rest(await resume(session, first.id), stream_id, 1, 7)
         again = await resume(session, first.id)  # replayed from the store as often as asked, same ids
@@ -133,9 +143,12 @@ async def test_poll_after_closes_long_streams(start: Callable[..., LiveServer]) 
     gate = uuid.uuid4().hex
     async with httpx.AsyncClient(timeout=30) as http:
         session = await open_session(http, polling.url)
-        async with http.stream("POST", polling.url, json=call(gate, 9), headers=session.headers()) as response:
+        async with http.stream(
+            "POST", polling.url, json=call(gate, 9), headers=session.headers()
+        ) as response:
             events = [event async for event in events_of(response)]  # ends by itself, the gate still shut
-        assert events[0].retry == 50 and events[0].data == ""
+        assert events[0].retry == 50
+        assert events[0].data == ""
         assert [e.message["params"]["progress"] for e in events[1:]] == [1]
         await open_gate(session, gate)
         stream_id = str(events[0].id).rpartition(":")[0]
@@ -149,7 +162,8 @@ async def test_older_revisions_get_ids_but_no_priming(server: LiveServer) -> Non
         await open_gate(session, gate)
         response = await session.post(call(gate, 10))
         events = [e async for e in events_of(response)]
-        assert all(e.data for e in events) and all(e.retry is None for e in events)
+        assert all(e.data for e in events)
+        assert all(e.retry is None for e in events)
         assert [str(e.id).rpartition(":")[2] for e in events] == ["1", "2", "3", "4"]
 
 
@@ -165,7 +179,8 @@ async def test_get_stream_resumes_its_own_events(server: LiveServer) -> None:
             for feature in ("tools", "prompts"):
                 await session.request("test/notify", {"feature": feature})
             first, second = await anext(stream), await anext(stream)
-        assert priming.data == "" and str(priming.id).startswith("g")
+        assert priming.data == ""
+        assert str(priming.id).startswith("g")
         assert [first.message["method"], second.message["method"]] == [
             "notifications/tools/list_changed",
             "notifications/prompts/list_changed",
@@ -174,7 +189,8 @@ async def test_get_stream_resumes_its_own_events(server: LiveServer) -> None:
         async with http.stream("GET", server.url, headers=resumed_headers) as response:
             stream = events_of(response)
             replayed = await anext(stream)
-            assert replayed.id == second.id and replayed.message == second.message
+            assert replayed.id == second.id
+            assert replayed.message == second.message
             await session.request("test/notify", {"feature": "resources"})
             live = await anext(stream)
         stream_id, _sep, seq = str(second.id).rpartition(":")
