@@ -204,3 +204,32 @@ async def test_a_foreign_last_event_id_is_refused(server: LiveServer) -> None:
         headers = session.headers(accept="text/event-stream", **{"Last-Event-ID": "not-an-id"})
         response = await http.get(server.url, headers=headers)
         assert response.status_code == 400
+
+
+async def test_the_official_client_resumes_a_closed_stream(start: Callable[..., LiveServer]) -> None:
+    """The official client (``mcp``): the tool closes its stream after progress 1; the client reconnects
+    with ``Last-Event-ID`` after the ``retry`` hint and gets progress 2 and 3 and the result, once each."""
+    from mcp import Client
+
+    server = start({"RESPONSE_MODE": "sse", "SSE_RETRY_MS": 20})
+    gate = uuid.uuid4().hex
+    progress: list[float] = []
+    opened: list[str] = []
+
+    async with httpx.AsyncClient(timeout=30) as http:
+        opener = await open_session(http, server.url)
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            progress.append(value)
+            if value == 1:  # the stream is closed by now, or about to be: let the call go on
+                await open_gate(opener, gate)
+                opened.append(gate)
+
+        async with Client(server.url, mode="legacy") as client:
+            result = await client.call_tool(
+                "gated_steps", {"gate": gate, "close_stream": True}, progress_callback=on_progress
+            )
+    assert opened == [gate]
+    assert progress == [1, 2, 3]
+    assert not result.is_error
+    assert result.content[0].text == f"passed gate {gate}"
