@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from mcp_server.conf import mcp_settings
 from mcp_server.ledger import get_ledger
+from mcp_server.ledger.events import get_event_store, retention_cutoff
 from mcp_server.ledger.upkeep import Upkeep
 
 
@@ -63,10 +64,15 @@ class Command(BaseCommand):
 
     async def _run(self, retention: float, session_retention: float | None, sessions: bool) -> dict[str, int]:
         now = timezone.now()
-        upkeep = Upkeep(get_ledger(), worker_id="mcp_prune")
-        orphans = await upkeep.settle_orphans(now)
+        events = get_event_store()
+        upkeep = Upkeep(get_ledger(), worker_id="mcp_prune", events=events)
+        orphans = await upkeep.settle_orphans(now)  # (their -32000 is written to their streams too)
         pruned = await upkeep.ledger.aprune(now - timedelta(seconds=retention))
-        counts = {"pruned": pruned, "orphans": orphans}
+        counts = {
+            "pruned": pruned,
+            "orphans": orphans,
+            "events_pruned": await events.aprune(retention_cutoff(now)),
+        }
         if sessions:
             counts.update(await upkeep.sweep_sessions(now, retention=session_retention))
         return counts
