@@ -3,8 +3,8 @@
 
 A stream's events are identified ``<stream-id>:<seq>``. Its ``seq`` 0 rows open it (the priming event; a POST
 stream has one per request it carries, holding that request's key, so that a survivor can find the stream of a
-dead worker's request); a response row carries its request's key; a row with ``last`` set ends the stream (it
-is not an event the client sees: the resumed stream closes there).
+dead worker's request); a response row carries its request's key; a row with ``last`` set ends the stream (the
+final response, sent as any other, or a row with no data: the resumed stream closes there).
 
 The backend is chosen by import string in ``MCP_SERVER["EVENT_STORE_BACKEND"]``, as the ledger's is:
 :class:`DatabaseEventStore` (default) or :class:`CacheEventStore` (a shared cache such as Redis). Events are

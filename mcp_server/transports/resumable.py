@@ -59,6 +59,7 @@ class EventLog:
         self.protocol_version = protocol_version
         self.stream_id = stream_id or f"{kind}{uuid.uuid4().hex}"
         self.seq = seq
+        self.ended = False
         self.detached = False
         """The client has gone, or the stream was closed for polling: events go to the store only."""
 
@@ -73,10 +74,13 @@ class EventLog:
         hint = f"retry: {int(retry)}\n" if retry is not None else ""
         return f"id: {self.stream_id}:0\n{hint}data: \n\n".encode()
 
-    def event(self, data: bytes, key: str = "") -> bytes:
-        """The next event, as sent (and queued for the store); ``key``: the request a response answers."""
+    def event(self, data: bytes, key: str = "", *, last: bool = False) -> bytes:
+        """The next event, as sent (and queued for the store); ``key``: the request a response answers;
+        ``last``: the stream's final event (its row ends the stream: no end row is written after it)."""
         self.seq += 1
-        self.runtime.events.add(StoredEvent(self.session_id, self.stream_id, self.seq, data.decode(), key))
+        self.ended = last
+        row = StoredEvent(self.session_id, self.stream_id, self.seq, data.decode(), key, last)
+        self.runtime.events.add(row)
         return sse.event(data, f"{self.stream_id}:{self.seq}")
 
     async def detach(self) -> None:
@@ -85,13 +89,18 @@ class EventLog:
             self.detached = True
             await self._through([])
 
-    async def hand_over(self, data: bytes, key: str = "") -> None:
+    async def hand_over(self, data: bytes, key: str = "", *, last: bool = False) -> None:
         """An event for a client that will resume: stored (waited for), then the stream woken."""
         self.seq += 1
-        await self._through([StoredEvent(self.session_id, self.stream_id, self.seq, data.decode(), key)])
+        self.ended = last
+        row = StoredEvent(self.session_id, self.stream_id, self.seq, data.decode(), key, last)
+        await self._through([row])
 
     async def end(self) -> None:
-        """The stream's requests are all settled: its end row (a resumed stream closes there)."""
+        """The stream's requests are all settled: its end row (a resumed stream closes there), unless its
+        final event already said so."""
+        if self.ended:
+            return
         self.seq += 1
         row = StoredEvent(self.session_id, self.stream_id, self.seq, last=True)
         if self.detached:
@@ -148,9 +157,10 @@ def _replay(rows: list[StoredEvent], last: int, sent: list[bytes]) -> bool:
     for row in rows:
         if row.seq <= last:
             continue
+        if row.data:
+            sent.append(sse.event(row.data.encode(), row.event_id))
         if row.last:
             return True
-        sent.append(sse.event(row.data.encode(), row.event_id))
         last = row.seq
     return False
 
