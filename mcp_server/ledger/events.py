@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
-from django.db import close_old_connections
+from django.db import close_old_connections, connections, router, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -125,19 +125,30 @@ class DatabaseEventStore(EventStore):
     def write(self, events: list[StoredEvent]) -> None:
         from ..models import StreamEvent
 
-        now = timezone.now()
-        StreamEvent.objects.bulk_create(
-            StreamEvent(
-                session_id=e.session_id,
-                stream_id=e.stream_id,
-                seq=e.seq,
-                data=e.data,
-                request_key=e.request_key[:200],
-                last=e.last,
-                created=e.created or now,
+        # One INSERT through the cursor (executemany): no model instances, no per-field preparation.
+        connection = connections[router.db_for_write(StreamEvent)]
+        quote = connection.ops.quote_name
+        columns = ("session_id", "stream_id", "seq", "request_key", "data", "last", "created")
+        sql = "INSERT INTO {} ({}) VALUES ({})".format(
+            quote(StreamEvent._meta.db_table),
+            ", ".join(quote(c) for c in columns),
+            ", ".join(["%s"] * len(columns)),
+        )
+        now = connection.ops.adapt_datetimefield_value(timezone.now())
+        rows = [
+            (
+                e.session_id,
+                e.stream_id,
+                e.seq,
+                e.request_key[:200],
+                e.data,
+                e.last,
+                now if e.created is None else connection.ops.adapt_datetimefield_value(e.created),
             )
             for e in events
-        )
+        ]
+        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+            cursor.executemany(sql, rows)
         limit = self.max_events
         high: dict[str, int] = {}
         for e in events:
