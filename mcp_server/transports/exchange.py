@@ -331,8 +331,8 @@ class PostExchange:
             await self._start_stream()
         for data, key in held:
             await self._event(data, key)
-        if self.log is None or self.log.detached:
-            return
+        if self.log is None or self.log.detached or not self.log.resumable:
+            return  # (before 2025-11-25 a stream that sent nothing yet has no id to resume from: kept open)
         await self.log.detach()
         await self.send({"type": "http.response.body", "body": b"", "more_body": False})
 

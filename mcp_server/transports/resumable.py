@@ -60,6 +60,7 @@ class EventLog:
         self.stream_id = stream_id or f"{kind}{uuid.uuid4().hex}"
         self.seq = seq
         self.ended = False
+        self.primed = False
         self.detached = False
         """The client has gone, or the stream was closed for polling: events go to the store only."""
 
@@ -70,6 +71,7 @@ class EventLog:
             self.runtime.events.add(StoredEvent(self.session_id, self.stream_id, 0, "", key))
         if self.protocol_version < PRIMING_VERSION:
             return b""
+        self.primed = True
         retry = mcp_settings.SSE_RETRY_MS
         hint = f"retry: {int(retry)}\n" if retry is not None else ""
         return f"id: {self.stream_id}:0\n{hint}data: \n\n".encode()
@@ -82,6 +84,11 @@ class EventLog:
         row = StoredEvent(self.session_id, self.stream_id, self.seq, data.decode(), key, last)
         self.runtime.events.add(row)
         return sse.event(data, f"{self.stream_id}:{self.seq}")
+
+    @property
+    def resumable(self) -> bool:
+        """Whether the client has an id of this stream to resume from (the priming event, or an event)."""
+        return self.primed or self.seq > 0
 
     async def detach(self) -> None:
         """The connection is gone: from now on events are written through and the stream woken."""
@@ -135,7 +142,7 @@ async def serve_resumed(
         loop = asyncio.get_running_loop()
         give_up = loop.time() + UNKNOWN_GRACE + runtime.events.interval
         known = False
-        while not closed.is_set():
+        while not closed.is_set() and not runtime.shutting_down:
             woken.clear()
             rows = await store.aevents_after(session_id, stream_id, -1 if not known else last)
             known = known or bool(rows)

@@ -111,6 +111,9 @@ async def test_cut_mid_call_then_resume_gets_the_rest_once(server: LiveServer) -
         assert first.message["params"]["progress"] == 1
         assert first.id == f"{stream_id}:1"
         await open_gate(session, gate)
+        other = uuid.uuid4().hex  # another stream of the same session, in the store too: never replayed here
+        await open_gate(session, other)
+        assert (await session.post(call(other, 70))).status_code == 200
         check_rest(await resume(session, first.id), stream_id, 1, 7)
         again = await resume(session, first.id)  # replayed from the store as often as asked, same ids
         check_rest(again, stream_id, 1, 7)
