@@ -133,3 +133,41 @@ async def test_killed_worker_resumed_at_a_survivor_yields_the_32000(
     events = await asyncio.wait_for(resume_at(session, str(first.id)), 20 * KILL_LEASE)
     answers = [e.message for e in events]
     assert answers == [{"jsonrpc": "2.0", "id": 31, "error": {"code": -32000, "message": DEAD_WORKER}}]
+
+
+@pytest.mark.parametrize("store", ["db", "cache"])
+async def test_random_cuts_each_response_exactly_once(
+    cluster: Cluster, http: httpx.AsyncClient, store: str
+) -> None:
+    """Calls cut after a random number of events (the response may already be on its way, or not even the
+    priming event read), resumed at a random worker of the two: across both streams, every request id gets
+    exactly one response, and every progress step arrives once."""
+    import random
+
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    workers = cluster.pairs[store]
+    session = await open_session(http, workers[0].url)
+    steps = 5
+    for request_id in range(100, 120):
+        serving = rng.choice(workers)
+        cut_after = rng.randrange(1, steps + 3)  # events read before the cut (the priming event counts)
+        params = {"name": "progress", "arguments": {"steps": steps}, "_meta": {"progressToken": "t"}}
+        body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+        seen: list[Any] = []
+        async with http.stream("POST", serving.url, json=body, headers=session.headers()) as response:
+            async for event in events_of(response):
+                seen.append(event)
+                if len(seen) >= cut_after:
+                    break
+        answered = [e for e in seen if e.data and e.message.get("id") == request_id]
+        if not answered:
+            resumed = await resume_at(at(session, rng.choice(workers)), str(seen[-1].id))
+            seen += resumed
+        messages = [e.message for e in seen if e.data]
+        answers = [m for m in messages if m.get("id") == request_id]
+        progress = [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"]
+        assert len(answers) == 1, (seed, request_id, messages)
+        assert "result" in answers[0], (seed, answers)
+        assert progress == list(range(1, steps + 1)), (seed, request_id, progress)
+    print(f"seed {seed}: 20 calls cut at random points, each answered exactly once")
