@@ -247,8 +247,8 @@ class PostExchange:
                     await self._close_for_polling(held)
                     held.clear()
                 continue
-            if self.streaming:
-                await self._event(data, key)
+            if self.streaming:  # the response of the last open request is the stream's final event
+                await self._event(data, key, last=bool(key) and open_count == 1)
             elif kind == "reply":
                 held.append((data, key))
             elif self.mode in ("auto", "sse"):  # (sse: only a 2026 request gets here unstreamed)
@@ -259,10 +259,11 @@ class PostExchange:
                 await self._event(data)
         if self._poll_timer is not None:
             self._poll_timer.cancel()
-        if self.streaming and self.log is not None:
-            await self.log.end()
-        if self.streaming and not (self.log is not None and self.log.detached):
-            await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+        if self.streaming:
+            if self.log is not None:
+                await self.log.end()
+            if self.log is None or not self.log.detached:  # (a detached stream's response is complete)
+                await self.send({"type": "http.response.body", "body": b"", "more_body": False})
         elif not held:
             await self._respond_accepted()
         elif self.mode == "sse" and self.status == 200:  # a 2026 result, streamed as this mode says
@@ -312,7 +313,7 @@ class PostExchange:
                 float(poll_after), self.queue.put_nowait, ("poll", b"", "")
             )
 
-    async def _event(self, data: bytes, key: str = "") -> None:
+    async def _event(self, data: bytes, key: str = "", *, last: bool = False) -> None:
         log = self.log
         if log is None:
             await self.send({"type": "http.response.body", "body": sse.event(data), "more_body": True})
@@ -320,9 +321,10 @@ class PostExchange:
         if not log.detached and not self.is_open():  # the client went away: it may resume elsewhere
             await log.detach()
         if log.detached:
-            await log.hand_over(data, key)
+            await log.hand_over(data, key, last=last)
         else:
-            await self.send({"type": "http.response.body", "body": log.event(data, key), "more_body": True})
+            body = log.event(data, key, last=last)
+            await self.send({"type": "http.response.body", "body": body, "more_body": True})
 
     async def _close_for_polling(self, held: list[tuple[bytes, str]]) -> None:
         """End the HTTP response now (SEP-1699): the client comes back with ``Last-Event-ID``; the requests

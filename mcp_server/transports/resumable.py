@@ -163,6 +163,8 @@ def _replay(rows: list[StoredEvent], last: int, sent: list[bytes]) -> bool:
     """Append to ``sent`` the events after ``last`` (each seq once); ``True`` once the end row is reached."""
     for row in rows:
         if row.seq <= last:
+            if row.last:  # the client has seen the stream's final event already
+                return True
             continue
         if row.data:
             sent.append(sse.event(row.data.encode(), row.event_id))
