@@ -3,7 +3,8 @@
 Prints, per backend and concurrency: throughput, p50/p99 latency, and the counts of requests sent,
 answered, cancelled, duplicated, missing, and left pending (in the worker's memory and in the ledger).
 A share of the calls are slow and cancelled by the client, to exercise settlement without a reply.
-Then the cost of the ledger itself: microseconds per request (open + settle) for each backend, in process.
+Then the cost of the ledger itself: microseconds per request (open + settle) for each backend, in process,
+and of the event store (resumable SSE streams): per event, on the request path and written behind.
 
     .venv/bin/python bench/bench.py                  # SQLite + local-memory cache
     .venv/bin/python bench/bench.py --postgres --redis
@@ -146,6 +147,47 @@ def ledger_cost(env: dict[str, str], rounds: int) -> dict[str, float]:
     }
 
 
+def event_store_cost(rounds: int, batch: int = 100) -> dict[str, float]:
+    """Microseconds per SSE event of each event store, measured in this process (after
+    :func:`ledger_cost`, which set Django up): ``queue`` what the request path pays
+    (:meth:`EventWriter.add`), the rest what the writer's thread pays to write batches of ``batch`` events
+    (the database's executemany, the cache's keys)."""
+    from django.core.cache import caches
+
+    from mcp_server.ledger.event_writer import EventWriter
+    from mcp_server.ledger.events import CacheEventStore, DatabaseEventStore, EventStore, StoredEvent
+
+    data = '{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}'
+
+    def events(stream: str) -> list[StoredEvent]:
+        return [StoredEvent("bench-session", stream, n, data) for n in range(1, rounds + 1)]
+
+    async def queue_cost() -> float:
+        writer = EventWriter(DatabaseEventStore({}), interval=3600)
+        rows = events("pqueue")
+        started = time.perf_counter()
+        for row in rows:
+            writer.add(row)
+        elapsed = time.perf_counter() - started
+        await writer.aclose(grace=30)
+        return elapsed / rounds * 1e6
+
+    def write_cost(store: EventStore, stream: str) -> float:
+        rows = events(stream)
+        started = time.perf_counter()
+        for start in range(0, rounds, batch):
+            store.write(rows[start : start + batch])
+        return (time.perf_counter() - started) / rounds * 1e6
+
+    caches["default"].clear()
+    options = {"RETENTION": 60, "MAX_EVENTS": rounds + 1}
+    return {
+        "queue": asyncio.run(queue_cost()),
+        "database": write_cost(DatabaseEventStore(options), "pdb"),
+        "cache": write_cost(CacheEventStore(options), "pcache"),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -203,6 +245,12 @@ def main() -> None:
     print(
         f"ledger cost per request (open + settle, in process, {args.ledger_rounds} rounds): "
         + ", ".join(f"{k} {v:.0f} µs" for k, v in costs.items())
+    )
+    events = event_store_cost(args.ledger_rounds)
+    print(
+        f"event store cost per SSE event ({args.ledger_rounds} events, batches of 100): request path "
+        f"{events.pop('queue'):.1f} µs; written behind: "
+        + ", ".join(f"{k} {v:.0f} µs" for k, v in events.items())
     )
 
 

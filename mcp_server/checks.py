@@ -342,3 +342,37 @@ def check_cache_hints(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
         return [Error("MCP_SERVER['CACHE_HINTS'] must be a dict of method -> hint.", id="mcp_server.E015")]
     problems = [p for m, h in hints.items() if (p := _cache_hint_problem(m, h)) is not None]
     return [Error(f"MCP_SERVER['CACHE_HINTS']: {p}.", id="mcp_server.E015") for p in problems]
+
+
+@register(Tags.compatibility)
+def check_event_store(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E020: ``EVENT_STORE_BACKEND`` cannot be imported; E021: a stream setting is out of range."""
+    if not isinstance(getattr(settings, "MCP_SERVER", {}), dict):
+        return []  # E000 says so
+    conf = MCPSettings.from_django()
+    messages: list[CheckMessage] = []
+    try:
+        if not isinstance(conf.EVENT_STORE_BACKEND, str):
+            raise ImportError("not an import path")
+        import_string(conf.EVENT_STORE_BACKEND)
+    except ImportError as exc:
+        messages.append(
+            Error(
+                f"MCP_SERVER['EVENT_STORE_BACKEND'] {conf.EVENT_STORE_BACKEND!r} cannot be imported: {exc}",
+                hint="Use mcp_server.ledger.events.DatabaseEventStore or CacheEventStore.",
+                id="mcp_server.E020",
+            )
+        )
+    problems = []
+    if _seconds(conf.EVENT_RETENTION) is None:
+        problems.append("EVENT_RETENTION must be a positive number of seconds")
+    limit = conf.MAX_STREAM_EVENTS
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        problems.append("MAX_STREAM_EVENTS must be an integer >= 1")
+    retry = conf.SSE_RETRY_MS
+    if retry is not None and (isinstance(retry, bool) or not isinstance(retry, int) or retry < 0):
+        problems.append("SSE_RETRY_MS must be None or an integer >= 0 (milliseconds)")
+    if conf.SSE_POLL_AFTER is not None and _seconds(conf.SSE_POLL_AFTER) is None:
+        problems.append("SSE_POLL_AFTER must be None or a positive number of seconds")
+    messages += [Error(f"MCP_SERVER: {p}.", id="mcp_server.E021") for p in problems]
+    return messages

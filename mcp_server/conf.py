@@ -57,6 +57,12 @@ DEFAULTS: dict[str, Any] = {
     "REQUEST_STATE_MAX_AGE": 3600.0,
     "TASK_TTL": 3600.0,
     "TASK_POLL_INTERVAL": 0.5,
+    "SSE_RETRY_MS": 1000,
+    "SSE_POLL_AFTER": None,
+    "EVENT_STORE_BACKEND": "mcp_server.ledger.events.DatabaseEventStore",
+    "EVENT_STORE_CACHE_ALIAS": "default",
+    "EVENT_RETENTION": 600.0,
+    "MAX_STREAM_EVENTS": 1000,
 }
 """Every key ``MCP_SERVER`` understands, with its default. The README's settings table mirrors this."""
 
@@ -106,6 +112,18 @@ class MCPSettings:
     """Seconds a task is kept after its creation (its ``ttlMs``; ``None``: until pruned by hand)."""
     TASK_POLL_INTERVAL: float | None
     """Seconds between two ``tasks/get`` a client is told to wait (``pollIntervalMs``)."""
+    SSE_RETRY_MS: int | None
+    """The ``retry:`` hint (milliseconds) of a handshake-era stream's priming event (2025-11-25 and later)."""
+    SSE_POLL_AFTER: float | None
+    """Seconds after which a handshake-era POST stream is closed so that the client polls with
+    ``Last-Event-ID`` (SEP-1699); the request keeps running (``None``: streams stay open)."""
+    EVENT_STORE_BACKEND: str
+    """Import path of the event store that keeps SSE events for ``Last-Event-ID`` replay."""
+    EVENT_STORE_CACHE_ALIAS: str
+    EVENT_RETENTION: float
+    """Seconds a stream's events are kept for replay."""
+    MAX_STREAM_EVENTS: int
+    """Events kept per stream (older notifications are trimmed; responses are kept)."""
     unknown_keys: tuple[str, ...] = field(default=())
 
     @classmethod

@@ -211,3 +211,30 @@ class Task(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool} {self.id[:12]}… ({self.status})"
+
+
+class StreamEvent(models.Model):
+    """One SSE event of a handshake-era stream, kept for ``Last-Event-ID`` replay (database event store).
+
+    ``seq`` 0 rows open a stream (its priming event; on a POST stream, one per request it carries, with that
+    request's key); a response carries its request's key; the row with ``last`` set ends the stream.
+    """
+
+    session_id = models.CharField(max_length=64)
+    stream_id = models.CharField(max_length=40)
+    seq = models.BigIntegerField()
+    request_key = models.CharField(max_length=200, blank=True, default="")
+    data = models.TextField(blank=True, default="")
+    last = models.BooleanField(default=False)
+    created = models.DateTimeField(db_index=True)
+
+    class Meta:
+        verbose_name = _("stream event")
+        verbose_name_plural = _("stream events")
+        indexes = [
+            models.Index(fields=["stream_id", "seq"], name="mcp_event_stream_seq"),
+            models.Index(fields=["session_id", "request_key"], name="mcp_event_session_request"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.stream_id}:{self.seq}"

@@ -25,6 +25,9 @@ from .conf import mcp_settings
 from .core.records import LedgerRecord, request_key
 from .core.stores import bounded
 from .ledger import Ledger, get_ledger
+from .ledger.event_writer import EventWriter
+from .ledger.events import EventStore, get_event_store
+from .ledger.stream_hub import StreamHub
 from .ledger.tasks import DatabaseTaskStore
 from .ledger.upkeep import Holding, Upkeep
 from .ledger.writer import LedgerWriter
@@ -46,6 +49,7 @@ from .wire.messages import (
     SessionChanged,
     StopTask,
     StreamMessage,
+    StreamWake,
     TaskStatus,
     WorkerMessage,
     parse_event,
@@ -90,6 +94,7 @@ class Runtime:
         flush_interval: float | None = None,
         session_cache_ttl: float | None = None,
         freeze_gc: bool = False,
+        event_store: EventStore | None = None,
     ) -> None:
         self.worker_id = worker_id or new_worker_id()
         self.ledger = ledger if ledger is not None else get_ledger()
@@ -104,6 +109,9 @@ class Runtime:
         self.outbound = OutboundTable()
         ttl = mcp_settings.SESSION_CACHE_TTL if session_cache_ttl is None else session_cache_ttl
         self.sessions = SessionCache(float(ttl))
+        self.event_store = event_store if event_store is not None else get_event_store()
+        self.events = EventWriter(self.event_store, interval=interval)
+        """Writes the SSE events of handshake-era streams to the event store, behind the request path."""
         self.layer_alias = channel_layer_alias or mcp_settings.CHANNEL_LAYER
         self.layer: Any = get_channel_layer(self.layer_alias)
         """The Channels layer other workers reach this one through (``None``: this process only)."""
@@ -122,12 +130,16 @@ class Runtime:
             tasks=self.tasks.store,
             running_tasks=self.tasks.held,
             stop_tasks=self.tasks.stop_local,
+            events=self.event_store,
+            wake=self._wake,
         )
         self.channel = ""
         """This process's channel-layer name (empty until :meth:`start`, or without a channel layer)."""
         self.listeners = ListenerTable(lambda: self.layer, lambda: self.channel)
-        self.tasks.status_listeners.append(self._task_status)
         """The ``subscriptions/listen`` streams this process holds (2026-07-28)."""
+        self.tasks.status_listeners.append(self._task_status)
+        self.resumed = StreamHub(lambda: self.layer, lambda: self.channel)
+        """The resumed streams (``GET`` with ``Last-Event-ID``) this process holds."""
         self.exchanges: weakref.WeakSet[Any] = weakref.WeakSet()
         """Exchanges whose response is open (graceful shutdown waits for them)."""
         self.shutting_down = False
@@ -165,8 +177,9 @@ class Runtime:
             self._starting.set_result(None)
 
     async def aclose(self) -> None:
-        """Flush the ledger and stop the background tasks."""
+        """Flush the ledger and the event store, and stop the background tasks."""
         await self.writer.aclose()
+        await self.events.aclose()
         for task in self._tasks:
             task.cancel()
         if self._tasks:  # a store client that holds on to a cancelled wait must not hold the exit for ever
@@ -280,6 +293,7 @@ class Runtime:
         for session_id in list(self._streams):
             await bounded(layer.group_add(session_group(session_id), self.channel), LAYER)
         await self.listeners.rejoin()
+        await self.resumed.rejoin()
 
     async def handle(self, message: WorkerMessage) -> None:
         """Act on a message from another worker (or this one)."""
@@ -312,6 +326,8 @@ class Runtime:
                 await sink.send(message.message)
         elif isinstance(message, ListenEvent):
             self.listeners.deliver(message)
+        elif isinstance(message, StreamWake):
+            self.resumed.deliver(message)
 
     async def _task_status(self, message: TaskStatus) -> None:
         """A task's status changed (on any worker): ``notifications/tasks`` to the listen streams asking."""
@@ -339,6 +355,9 @@ class Runtime:
             self.writer.oldest_unwritten(),
             sessions | self.writer.unwritten_sessions(),
         )
+
+    async def _wake(self, stream_id: str) -> None:
+        await self.resumed.wake(stream_id)
 
     async def _refused(self, record: LedgerRecord) -> None:
         await self.requests.refuse(record)
@@ -388,6 +407,7 @@ class Runtime:
         except TimeoutError:
             logger.warning("shutdown grace of %.1fs ran out with responses still open", grace)
         await self.writer.aclose(grace=max(1.0, grace))
+        await self.events.aclose(grace=max(1.0, grace))
         logger.info("shutdown: %d in-flight requests answered with -32000", closed)
         return closed
 

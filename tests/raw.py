@@ -68,11 +68,12 @@ def mcp_headers(
 
 
 def parse_sse(text: str) -> list[dict[str, Any]]:
-    """The JSON-RPC messages carried by the ``data:`` lines of an event stream, in order."""
+    """The JSON-RPC messages carried by the ``data:`` lines of an event stream, in order (priming events,
+    with empty data, carry none)."""
     messages: list[dict[str, Any]] = []
     for block in text.replace("\r\n", "\n").split("\n\n"):
         data = [line[5:].lstrip(" ") for line in block.split("\n") if line.startswith("data:")]
-        if data:
+        if data and any(data):  # (a priming event has an id and empty data: no message)
             messages.append(json.loads("\n".join(data)))
     return messages
 
@@ -223,5 +224,6 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
         if line.startswith("data:"):
             data.append(line[5:].lstrip(" "))
         elif not line and data:
-            yield json.loads("\n".join(data))
+            if any(data):  # (a priming event has an id and empty data: no message)
+                yield json.loads("\n".join(data))
             data = []

@@ -552,3 +552,35 @@ def test_e017_task_settings_must_be_none_or_positive_seconds(key: str, value: An
 @pytest.mark.parametrize("value", [None, 0.5, 86400])
 def test_e017_is_silent_for_none_or_positive_seconds(value: Any) -> None:
     assert mcp_ids(MCP_SERVER=with_mcp(TASK_TTL=value, TASK_POLL_INTERVAL=value)) == []
+
+
+def test_e020_event_store_backend_must_import() -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(EVENT_STORE_BACKEND="nowhere.Store")) == ["mcp_server.E020"]
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"EVENT_RETENTION": 0},
+        {"EVENT_RETENTION": None},
+        {"MAX_STREAM_EVENTS": 0},
+        {"MAX_STREAM_EVENTS": True},
+        {"SSE_RETRY_MS": -1},
+        {"SSE_RETRY_MS": 1.5},
+        {"SSE_POLL_AFTER": 0},
+        {"SSE_POLL_AFTER": "soon"},
+    ],
+)
+def test_e021_stream_settings_out_of_range(setting: dict[str, Any]) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(**setting)) == ["mcp_server.E021"]
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"EVENT_STORE_BACKEND": "mcp_server.ledger.events.CacheEventStore"},
+        {"SSE_RETRY_MS": None, "SSE_POLL_AFTER": 30, "MAX_STREAM_EVENTS": 10, "EVENT_RETENTION": 60},
+    ],
+)
+def test_stream_settings_in_range_are_fine(setting: dict[str, Any]) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(**setting)) == []

@@ -77,14 +77,16 @@ class _Session:
     async def stream(self) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
         """The standalone GET stream's messages, once the server has joined it to the session's group.
 
-        The server writes the comment ``: stream open`` right after ``group_add``: reading it is the proof
-        that a notification sent from now on reaches this stream.
+        The server writes the priming event (or, before 2025-11-25, the comment ``: stream open``) right
+        after ``group_add``: reading it is the proof that a notification sent from now on reaches this
+        stream.
         """
         headers = {**self.headers, "Accept": "text/event-stream"}
         async with self.client.stream("GET", self.url, headers=headers) as response:
             assert response.status_code == 200
             lines = response.aiter_lines()
-            assert await asyncio.wait_for(anext(lines), 5.0) == ": stream open"
+            first = await asyncio.wait_for(anext(lines), 5.0)
+            assert first == ": stream open" or first.startswith("id: g"), first
             yield _events(lines)
 
 
@@ -94,7 +96,8 @@ async def _events(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
         if line.startswith("data:"):
             data.append(line[5:].lstrip())
         elif not line and data:
-            yield json.loads("\n".join(data))
+            if any(data):  # (a priming event has empty data)
+                yield json.loads("\n".join(data))
             data = []
 
 

@@ -110,6 +110,14 @@ class Context:
             params["message"] = message
         await self.peer.notify({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
 
+    async def close_stream(self) -> bool:
+        """Close the response stream of this request now, so that the client polls for the rest with
+        ``Last-Event-ID`` (SEP-1699; handshake era, a session, a streamed response). The handler goes on;
+        what it sends later, its result among them, reaches the client on the resumed stream. Returns
+        ``False`` where there is no stream to close (stdio, JSON responses, 2026-07-28)."""
+        closer = getattr(self.peer, "close_stream", None)
+        return bool(await closer()) if closer is not None else False
+
     async def log(self, level: str, data: Any, logger: str | None = None) -> None:
         """Send ``notifications/message`` if ``level`` is at or above the level the client set."""
         if level not in LOG_LEVELS:

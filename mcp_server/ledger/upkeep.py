@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,17 +28,24 @@ from typing import Any
 from django.utils import timezone
 
 from ..conf import mcp_settings
-from ..core.records import Ledger
+from ..core.records import Ledger, LedgerRecord
 from ..core.tasks import TaskStore
 from ..protocol.settlement import CLOSED, closed_response, outcome_of
 from ..sessions import aexpire_idle_sessions, aprune_ended_sessions, touch_every
+from ..wire.jsonrpc import encode_reply
+from .events import EventStore, StoredEvent, keys_answered, retention_cutoff
 
-__all__ = ["ORPHAN_REASON", "STRAY_REASON", "SWEEP_BATCHES", "Holding", "Upkeep"]
+__all__ = ["ORPHAN_GAP", "ORPHAN_REASON", "STRAY_REASON", "SWEEP_BATCHES", "Holding", "Upkeep"]
 
 logger = logging.getLogger("mcp_server.ledger")
 
 ORPHAN_REASON = "the worker serving it stopped"
 """The ``<why>`` of the -32000 recorded for a request whose worker died."""
+
+ORPHAN_GAP = 1_000_000
+"""How far past the last stored event of its stream a dead worker's request's -32000 is numbered: the dead
+worker may have sent events it had not stored yet, and a client resuming after one of those must still get
+it."""
 
 SWEEP_BATCHES = 10
 """Batches of sessions one round expires and prunes at most (the next round goes on)."""
@@ -75,8 +82,13 @@ class Upkeep:
         tasks: TaskStore | None = None,
         running_tasks: Callable[[], Collection[str]] | None = None,
         stop_tasks: Callable[[Collection[str]], None] | None = None,
+        events: EventStore | None = None,
+        wake: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.ledger = ledger
+        self.events = events
+        """The event store: an orphan's -32000 is written to its stream, and old events are pruned."""
+        self.wake = wake
         self.worker_id = worker_id
         self.holding = holding
         self.tasks = tasks
@@ -119,6 +131,7 @@ class Upkeep:
         strays = await self.settle_strays(now - lease, held) if held is not None else 0
         retention = timedelta(seconds=float(mcp_settings.LEDGER_RETENTION))
         pruned = await self.ledger.aprune(now - retention)
+        events = await self.events.aprune(retention_cutoff(now)) if self.events is not None else 0
         sessions = await self.sweep_sessions(now, max_batches=SWEEP_BATCHES)
         self._last_round = time.monotonic()
         return {
@@ -126,6 +139,7 @@ class Upkeep:
             "orphans": orphans,
             "strays": strays,
             "pruned": pruned,
+            "events_pruned": events,
             **tasks,
             **sessions,
         }
@@ -158,8 +172,32 @@ class Upkeep:
             if record.worker == self.worker_id:
                 continue
             reply = closed_response(record.request_id, ORPHAN_REASON)
-            orphans += await self.ledger.asettle(record, CLOSED, outcome_of(reply))
+            if await self.ledger.asettle(record, CLOSED, outcome_of(reply)):
+                orphans += 1
+                await self.publish_orphan(record, reply)
         return orphans
+
+    async def publish_orphan(self, record: LedgerRecord, reply: dict[str, Any]) -> None:
+        """Write a dead worker's request's -32000 to the streams that carried it (a client resuming one gets
+        it), ending a stream whose requests are then all answered."""
+        if self.events is None or record.session_id is None:
+            return
+        try:
+            for stream_id in await self.events.astreams_of(record.session_id, record.request_key):
+                rows = await self.events.aevents_after(record.session_id, stream_id, -1)
+                carried, answered, ended = keys_answered(rows)
+                if ended or record.request_key in answered:
+                    continue
+                seq = max(e.seq for e in rows) + ORPHAN_GAP
+                data = encode_reply(reply).data.decode()
+                written = [StoredEvent(record.session_id, stream_id, seq, data, record.request_key)]
+                if carried <= answered | {record.request_key}:
+                    written.append(StoredEvent(record.session_id, stream_id, seq + 1, last=True))
+                await self.events.awrite(written)
+                if self.wake is not None:
+                    await self.wake(stream_id)
+        except Exception:
+            logger.exception("could not write the -32000 of %s to its stream", record.request_key[:100])
 
     async def sweep_sessions(
         self, now: datetime, *, retention: float | None = None, max_batches: int | None = None

@@ -10,6 +10,7 @@ cached (the ledger is written behind it).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import logging
 from collections.abc import Awaitable, Callable
@@ -24,6 +25,7 @@ from ..auth import Unauthorized, authenticate_request
 from ..conf import mcp_settings
 from ..core.context import SessionState
 from ..core.stores import StoreUnavailable, bounded, is_unavailable
+from ..ledger.events import parse_event_id
 from ..registry.server import MCPServer
 from ..runtime import Runtime, get_runtime
 from ..wire.errors import INTERNAL_ERROR, JSONRPCError
@@ -33,6 +35,7 @@ from . import sse
 from .exchange import PostExchange, content_length
 from .modern import ALLOW_POST, ModernPost, is_modern_post, modern_not_allowed
 from .post import HANDSHAKE_HEADER, parse_post
+from .resumable import EventLog, serve_resumed
 from .rules import Headers, HTTPProblem, accepts, check_origin_and_host, headers_of
 from .shutdown import install_shutdown_hooks
 
@@ -232,6 +235,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             request=request,
             user=user,
             stateless=mcp_settings.STATELESS,
+            is_open=lambda: not self.disconnected,
         )
         await exchange.run(messages)
 
@@ -269,10 +273,18 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             raise HTTPProblem(406, "Not Acceptable: the client must accept text/event-stream")
         session = await self._session(headers)
         assert session.id is not None
+        last_event_id = headers.get("last-event-id")
+        if last_event_id and not last_event_id.startswith("g"):  # a POST stream: its missed events
+            await serve_resumed(self.runtime, session.id, last_event_id, self.send, self.stream_closed)
+            return
+        self.sink.log = log = await self._get_log(session, last_event_id)
         self.stream_session = session.id
         await self.runtime.attach_stream(session.id, self.sink)
         await self.send({"type": "http.response.start", "status": 200, "headers": sse.SSE_HEADERS})
-        await self.send({"type": "http.response.body", "body": b": stream open\n\n", "more_body": True})
+        opening = (log.priming([]) if last_event_id is None else b"") or b": stream open\n\n"
+        await self.send({"type": "http.response.body", "body": opening, "more_body": True})
+        if last_event_id is not None:  # this GET stream's own missed events first
+            await self._replay_get(session.id, last_event_id)
         try:
             await self.stream_closed.wait()
         finally:
@@ -287,6 +299,32 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         await self.runtime.end_session(session.id, "session terminated by the client")
         await self.send({"type": "http.response.start", "status": 200, "headers": [content_length(b"")]})
         await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _get_log(self, session: SessionState, last_event_id: str | None) -> EventLog:
+        """The ids of a GET stream: a new one, or the one ``Last-Event-ID`` names, numbered on from there."""
+        assert session.id is not None
+        if last_event_id is None:
+            return EventLog(self.runtime, session.id, session.protocol_version, kind="g")
+        parsed = parse_event_id(last_event_id)
+        if parsed is None:
+            raise HTTPProblem(400, "Bad Request: Last-Event-ID names no stream of this server")
+        stream_id, seq = parsed
+        with contextlib.suppress(Exception):  # what this worker sent on it is stored before it is read
+            await self.runtime.events.write_now([])
+        stored = await self.runtime.event_store.aevents_after(session.id, stream_id, seq)
+        high = max([seq, *(e.seq for e in stored)])
+        return EventLog(self.runtime, session.id, session.protocol_version, stream_id=stream_id, seq=high)
+
+    async def _replay_get(self, session_id: str, last_event_id: str) -> None:
+        parsed = parse_event_id(last_event_id)
+        assert parsed is not None
+        stream_id, seq = parsed
+        sent = seq
+        for row in await self.runtime.event_store.aevents_after(session_id, stream_id, seq):
+            if row.seq > sent and not row.last:
+                body = sse.event(row.data.encode(), row.event_id)
+                await self.send({"type": "http.response.body", "body": body, "more_body": True})
+                sent = row.seq
 
     # -- helpers ---------------------------------------------------------------------------------------
 
@@ -345,12 +383,14 @@ class _GetStream:
 
     def __init__(self, consumer: MCPConsumer) -> None:
         self.consumer = consumer
+        self.log: EventLog | None = None
 
     async def send(self, message: dict[str, Any]) -> None:
         """A server-initiated message for this session's GET stream (from any worker)."""
         if self.consumer.stream_session is not None:
             try:
-                body = sse.event(encode_message(message))
+                data = encode_message(message)
+                body = self.log.event(data) if self.log is not None else sse.event(data)
             except JSONRPCError as exc:  # nobody to tell: the message is dropped, the stream goes on
                 logger.warning("a message for session %s was dropped: %s", self.consumer.stream_session, exc)
                 return

@@ -24,6 +24,7 @@ from ..wire.errors import INVALID_REQUEST, JSONRPCError
 from ..wire.jsonrpc import IncomingMessage, JSONRPCRequest, encode_message, encode_reply, error_response
 from ..wire.modern import http_status
 from . import sse
+from .resumable import EventLog
 from .rules import HTTPProblem
 
 __all__ = ["PostExchange", "Send", "check_session_quota", "content_length"]
@@ -51,7 +52,15 @@ class _ExchangePeer(RequestPeer):
         return self.exchange.session.id
 
     async def emit(self, message: dict[str, Any]) -> bool:
-        self.exchange.queue.put_nowait(("message", encode_message(message)))
+        self.exchange.queue.put_nowait(("message", encode_message(message), ""))
+        return True
+
+    async def close_stream(self) -> bool:
+        """Close the POST's stream now so that the client polls (SEP-1699): the request goes on, its later
+        messages wait in the event store for the client's ``GET`` with ``Last-Event-ID``."""
+        if not self.exchange.resumable:
+            return False
+        self.exchange.queue.put_nowait(("poll", b"", ""))
         return True
 
     async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
@@ -98,6 +107,7 @@ class PostExchange:
         headers: list[tuple[bytes, bytes]] | None = None,
         stateless: bool = False,
         modern: bool = False,
+        is_open: Callable[[], bool] | None = None,
     ) -> None:
         self.runtime = runtime
         self.server = server
@@ -112,13 +122,26 @@ class PostExchange:
         self.modern = modern
         """A 2026-07-28 request: an error answered as JSON carries its HTTP status; closing the response
         cancels it (:meth:`cancel_open`)."""
+        self.is_open = is_open or (lambda: True)
+        """Whether the client is still there to read the response."""
         self.status = 200
         self.entries: list[PendingRequest] = []
-        self.queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
-        """``("reply", bytes)`` a response, ``("message", bytes)`` a notification or a server-to-client
-        request (in ``auto`` mode the first one turns the response into a stream), ``("settled", b"")``."""
+        self.keys: list[str] = []
+        """The stored ids of the requests this POST started (a stream's rows in the event store)."""
+        self.queue: asyncio.Queue[tuple[str, bytes, str]] = asyncio.Queue()
+        """``("reply", bytes, key)`` a response, ``("message", bytes, "")`` a notification or a
+        server-to-client request (in ``auto`` mode the first one turns the response into a stream),
+        ``("settled", b"", "")``, ``("poll", b"", "")`` close the stream now so that the client polls."""
+        self.log: EventLog | None = None
+        """The event ids and the stored copy of a handshake-era stream (with a session)."""
+        self._poll_timer: asyncio.TimerHandle | None = None
         self.streaming = False
-        self._getting: asyncio.Future[tuple[str, bytes]] | None = None
+        self._getting: asyncio.Future[tuple[str, bytes, str]] | None = None
+
+    @property
+    def resumable(self) -> bool:
+        """Whether this POST's stream can be resumed with ``Last-Event-ID`` (handshake era, a session)."""
+        return not self.modern and self.session.id is not None and self.mode != "json"
 
     async def run(self, messages: list[IncomingMessage | dict[str, Any]]) -> None:
         """Serve ``messages`` (already-built error responses may be mixed in) and send the HTTP response."""
@@ -155,6 +178,7 @@ class PostExchange:
             return 0
         if self.modern:
             self.entries.append(entry)
+        self.keys.append(entry.record.request_key)
         return 1
 
     async def cancel_open(self) -> None:
@@ -186,7 +210,7 @@ class PostExchange:
     def _reply(self, response: dict[str, Any]) -> None:
         """A response that was not settled through the request table (a refusal, ``initialize``)."""
         self._note_status(response)
-        self.queue.put_nowait(("reply", encode_reply(response).data))
+        self.queue.put_nowait(("reply", encode_reply(response).data, ""))
 
     def _client_address(self) -> str:
         """The caller's address as the server saw it (the ASGI scope's ``client``), or ``""``."""
@@ -196,8 +220,8 @@ class PostExchange:
     async def _deliver(self, entry: PendingRequest, response: dict[str, Any] | None) -> None:
         if entry.reply is not None:  # encoded once, by the settlement
             self._note_status(entry.reply.message)
-            self.queue.put_nowait(("reply", entry.reply.data))
-        self.queue.put_nowait(("settled", b""))
+            self.queue.put_nowait(("reply", entry.reply.data, entry.record.request_key))
+        self.queue.put_nowait(("settled", b"", ""))
 
     def _note_status(self, response: dict[str, Any]) -> None:
         if self.modern and "error" in response:
@@ -206,7 +230,7 @@ class PostExchange:
     # -- framing ---------------------------------------------------------------------------------
 
     async def _drain(self, open_count: int) -> None:
-        held: list[bytes] = []
+        held: list[tuple[bytes, str]] = []
         if self.mode == "sse" and not self.modern:  # a 2026 error alone is answered with its HTTP status
             await self._start_stream()
         while open_count > 0 or not self.queue.empty():
@@ -214,30 +238,41 @@ class PostExchange:
             if got is None:  # a quiet stream: a comment keeps proxies and clients from timing it out
                 await self.send({"type": "http.response.body", "body": sse.KEEPALIVE, "more_body": True})
                 continue
-            kind, data = got
+            kind, data, key = got
             if kind == "settled":
                 open_count -= 1
                 continue
-            if self.streaming:
-                await self._event(data)
+            if kind == "poll":
+                if self.resumable and open_count > 0:
+                    await self._close_for_polling(held)
+                    held.clear()
+                continue
+            if self.streaming:  # the response of the last open request is the stream's final event
+                await self._event(data, key, last=bool(key) and open_count == 1)
             elif kind == "reply":
-                held.append(data)
+                held.append((data, key))
             elif self.mode in ("auto", "sse"):  # (sse: only a 2026 request gets here unstreamed)
                 await self._start_stream()
-                for earlier in held:
-                    await self._event(earlier)
+                for earlier, earlier_key in held:
+                    await self._event(earlier, earlier_key)
                 held.clear()
                 await self._event(data)
+        if self._poll_timer is not None:
+            self._poll_timer.cancel()
         if self.streaming:
-            await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+            if self.log is not None:
+                await self.log.end()
+            if self.log is None or not self.log.detached:  # (a detached stream's response is complete)
+                await self.send({"type": "http.response.body", "body": b"", "more_body": False})
         elif not held:
             await self._respond_accepted()
         elif self.mode == "sse" and self.status == 200:  # a 2026 result, streamed as this mode says
             await self._start_stream()
-            await self._event(held[0])
+            await self._event(*held[0])
             await self.send({"type": "http.response.body", "body": b"", "more_body": False})
         else:
-            body = b"[" + b",".join(held) + b"]" if self.is_batch else held[0]
+            bodies = [data for data, _key in held]
+            body = b"[" + b",".join(bodies) + b"]" if self.is_batch else bodies[0]
             await self.send(
                 {
                     "type": "http.response.start",
@@ -247,7 +282,7 @@ class PostExchange:
             )
             await self.send({"type": "http.response.body", "body": body, "more_body": False})
 
-    async def _next(self) -> tuple[str, bytes] | None:
+    async def _next(self) -> tuple[str, bytes, str] | None:
         """The next item of the queue; ``None`` when a 2026 stream stayed quiet for ``KEEPALIVE_INTERVAL``."""
         interval = mcp_settings.KEEPALIVE_INTERVAL
         if not (self.modern and self.streaming and interval):
@@ -265,9 +300,43 @@ class PostExchange:
         await self.send(
             {"type": "http.response.start", "status": 200, "headers": sse.SSE_HEADERS + self.headers}
         )
+        if not self.resumable:
+            return
+        assert self.session.id is not None
+        self.log = EventLog(self.runtime, self.session.id, self.session.protocol_version)
+        priming = self.log.priming(self.keys)
+        if priming:
+            await self.send({"type": "http.response.body", "body": priming, "more_body": True})
+        poll_after = mcp_settings.SSE_POLL_AFTER
+        if poll_after is not None:
+            self._poll_timer = asyncio.get_running_loop().call_later(
+                float(poll_after), self.queue.put_nowait, ("poll", b"", "")
+            )
 
-    async def _event(self, data: bytes) -> None:
-        await self.send({"type": "http.response.body", "body": sse.event(data), "more_body": True})
+    async def _event(self, data: bytes, key: str = "", *, last: bool = False) -> None:
+        log = self.log
+        if log is None:
+            await self.send({"type": "http.response.body", "body": sse.event(data), "more_body": True})
+            return
+        if not log.detached and not self.is_open():  # the client went away: it may resume elsewhere
+            await log.detach()
+        if log.detached:
+            await log.hand_over(data, key, last=last)
+        else:
+            body = log.event(data, key, last=last)
+            await self.send({"type": "http.response.body", "body": body, "more_body": True})
+
+    async def _close_for_polling(self, held: list[tuple[bytes, str]]) -> None:
+        """End the HTTP response now (SEP-1699): the client comes back with ``Last-Event-ID``; the requests
+        go on, their later events wait for it in the event store."""
+        if not self.streaming:
+            await self._start_stream()
+        for data, key in held:
+            await self._event(data, key)
+        if self.log is None or self.log.detached or not self.log.resumable:
+            return  # (before 2025-11-25 a stream that sent nothing yet has no id to resume from: kept open)
+        await self.log.detach()
+        await self.send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _respond_accepted(self) -> None:
         await self.send(

@@ -25,10 +25,12 @@ __all__ = [
     "SessionChanged",
     "StopTask",
     "StreamMessage",
+    "StreamWake",
     "TaskStatus",
     "WorkerMessage",
     "parse_event",
     "session_group",
+    "stream_group",
     "task_group",
     "to_event",
 ]
@@ -39,6 +41,11 @@ WORKERS_GROUP = "mcp-workers"
 
 LISTEN_GROUP = "mcp-listeners"
 """The group of the workers that hold at least one ``subscriptions/listen`` stream (2026-07-28)."""
+
+
+def stream_group(stream_id: str) -> str:
+    """The group of the workers that hold a resumed stream (``GET`` with ``Last-Event-ID``) of this id."""
+    return f"mcp-stream-{stream_id}"
 
 
 def session_group(session_id: str) -> str:
@@ -158,6 +165,14 @@ class ListenEvent:
     """Its params without ``_meta`` (``{"uri": ...}`` for a resource update)."""
 
 
+@dataclass(frozen=True)
+class StreamWake:
+    """New events of a stream are in the event store: the workers that hold its resumed stream read them."""
+
+    type: ClassVar[str] = "mcp.stream_wake"
+    stream_id: str
+
+
 WorkerMessage: TypeAlias = (
     CancelRequest
     | CancelSettled
@@ -170,6 +185,7 @@ WorkerMessage: TypeAlias = (
     | ListenEvent
     | StopTask
     | TaskStatus
+    | StreamWake
 )
 
 _KINDS: dict[str, type[WorkerMessage]] = {
@@ -186,6 +202,7 @@ _KINDS: dict[str, type[WorkerMessage]] = {
         ListenEvent,
         StopTask,
         TaskStatus,
+        StreamWake,
     )
 }
 

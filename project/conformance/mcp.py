@@ -107,6 +107,14 @@ async def test_tool_with_progress(ctx: Context) -> str:
 
 
 @conformance.tool(structured_output=False)
+async def test_reconnection(ctx: Context) -> str:
+    """Closes its response stream before it answers, so that the client resumes with ``Last-Event-ID``
+    (server-sse-polling, SEP-1699); the result reaches the client on the resumed stream."""
+    closed = await ctx.close_stream()
+    return "Reconnection test completed" if closed else "Reconnection test completed (no stream to close)"
+
+
+@conformance.tool(structured_output=False)
 async def test_error_handling() -> str:
     """Always fails: an ``isError`` result (tools-call-error)."""
     raise ToolError("This tool intentionally returns an error for testing")

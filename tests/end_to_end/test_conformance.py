@@ -62,3 +62,18 @@ def test_conformance_suite(mode: str, installed_suites: None, tmp_path: Path) ->
         else:
             assert judged_failures == set(ALLOWED_FAILURES[result.pin]), report
     assert REQUIREMENTS_RUN in {r.version for r in results}
+
+
+@pytest.mark.parametrize("mode", ["auto", "sse"])
+def test_sse_polling_scenario(mode: str, installed_suites: None, tmp_path: Path) -> None:
+    """The suite's pending scenario ``server-sse-polling`` (SEP-1699): a priming event first, a ``retry``
+    field, and the tool's result after the client reconnects with ``Last-Event-ID`` (the demo's
+    ``test_reconnection`` closes its stream before it answers). Every check passes; none warns."""
+    (result,) = run_matrix(
+        [mode], ("0.2.0-alpha.12",), tmp_path, extra_args=["--scenario", "server-sse-polling"]
+    )
+    report = format_table(result)
+    assert [s.scenario for s in result.scenarios] == ["server-sse-polling"], report
+    assert not result.failures, report
+    assert not result.warnings, report
+    assert result.scenarios[0].passed >= 3, report

@@ -295,3 +295,50 @@ async def raw_ledger_records(params: dict[str, Any], ctx: Context) -> dict[str, 
         found = [(r.request_key, r.method, r.name, r.state, r.outcome) for r in stored]
     keys = ("request_key", "method", "name", "state", "outcome")
     return {"records": [dict(zip(keys, values, strict=True)) for values in found]}
+
+
+# -- resumable streams (tests/transports/test_resumable.py, tests/end_to_end/test_resume_workers.py) -----
+
+_step_gates: dict[str, asyncio.Event] = {}
+
+
+async def _step_gate(gate: str) -> None:
+    """Wait until the test opens ``gate`` (``test/open_step_gate``): in this process, or over Redis when the
+    site has it (the gate may be opened through another worker)."""
+    from django.conf import settings
+
+    if getattr(settings, "REDIS_URL", None):
+        opened = await asyncio.to_thread(_race_redis().blpop, [_race_key("step", gate)], RACE_GATE_WAIT)
+        if opened is None:
+            raise RuntimeError(f"step gate {gate} never opened")
+        return
+    event = _step_gates.setdefault(gate, asyncio.Event())
+    await asyncio.wait_for(event.wait(), RACE_GATE_WAIT)
+
+
+@mcp.tool
+async def gated_steps(gate: str, ctx: Context, close_stream: bool = False) -> str:
+    """Progress 1 of 3, then (after closing its stream, if asked) wait for ``gate``, then progress 2 and 3 and
+    the result: a client whose stream is cut at the gate must get the rest on the resumed stream."""
+    await ctx.report_progress(1, 3, "before the gate")
+    if close_stream:
+        await ctx.close_stream()
+    await _step_gate(gate)
+    await ctx.report_progress(2, 3, "after the gate")
+    await ctx.report_progress(3, 3, "last step")
+    return f"passed gate {gate}"
+
+
+@mcp.method("test/open_step_gate")
+async def raw_open_step_gate(params: dict[str, Any]) -> dict[str, Any]:
+    """Open the gate ``params["gate"]`` of ``gated_steps`` (for every worker: over Redis if there is one)."""
+    from django.conf import settings
+
+    gate = str(params["gate"])
+    if getattr(settings, "REDIS_URL", None):
+        client = _race_redis()
+        await asyncio.to_thread(client.rpush, _race_key("step", gate), "open")
+        await asyncio.to_thread(client.expire, _race_key("step", gate), 600)
+    else:
+        _step_gates.setdefault(gate, asyncio.Event()).set()
+    return {"opened": gate}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -62,8 +63,11 @@ class Response:
         assert end == b""
         events = []
         for chunk in chunks:
-            assert chunk.startswith(b"event: message\ndata: ")
             assert chunk.endswith(b"\n\n")
+            if chunk.startswith(b"id: ") and chunk.endswith(b"\ndata: \n\n"):  # a priming event
+                continue
+            chunk = re.sub(rb"^id: p[0-9a-f]{32}:\d+\n", b"", chunk)  # resumable: every event has an id
+            assert chunk.startswith(b"event: message\ndata: ")
             events.append(json.loads(chunk.removeprefix(b"event: message\ndata: ")))
         return events
 

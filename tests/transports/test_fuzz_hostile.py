@@ -79,7 +79,7 @@ def read_http(response: httpx.Response) -> list[dict[str, Any]]:
         messages = []
         for block in response.content.split(b"\n\n"):
             data = [line[5:].lstrip(b" ") for line in block.split(b"\n") if line.startswith(b"data:")]
-            if data:
+            if any(data):  # (a priming event has empty data)
                 messages.append(strict_json(b"\n".join(data)))
     assert all(isinstance(m, dict) for m in messages), messages
     return messages

@@ -146,7 +146,9 @@ async def test_sigterm_ends_an_open_get_stream_and_the_server_exits(
     async with http.stream("GET", server.url, headers=headers) as stream:
         assert stream.status_code == 200
         chunks = stream.aiter_text()
-        assert (await anext(chunks)).startswith(": stream open")  # the stream is open
+        opening = await anext(chunks)  # the stream is open: its priming event (2025-11-25)
+        assert opening.startswith("id: g"), opening
+        assert "\ndata: \n" in opening, opening
         signalled = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
         try:

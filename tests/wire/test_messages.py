@@ -19,6 +19,7 @@ from mcp_server.wire.messages import (
     SessionChanged,
     StopTask,
     StreamMessage,
+    StreamWake,
     TaskStatus,
     WorkerMessage,
     parse_event,
@@ -46,6 +47,7 @@ SAMPLES: list[WorkerMessage] = [
     ),
     StopTask(task_id="Xy-_0123456789abcdefghijklmnopqrstuv"),
     TaskStatus(task_id="t1", task={"taskId": "t1", "status": "working", "ttlMs": None}),
+    StreamWake(stream_id="p0123456789abcdef"),
 ]
 
 

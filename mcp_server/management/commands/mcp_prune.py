@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from mcp_server.conf import mcp_settings
 from mcp_server.ledger import get_ledger
+from mcp_server.ledger.events import get_event_store, retention_cutoff
 from mcp_server.ledger.tasks import DatabaseTaskStore
 from mcp_server.ledger.upkeep import Upkeep
 
@@ -69,10 +70,15 @@ class Command(BaseCommand):
 
     async def _run(self, retention: float, session_retention: float | None, sessions: bool) -> dict[str, int]:
         now = timezone.now()
-        upkeep = Upkeep(get_ledger(), worker_id="mcp_prune", tasks=DatabaseTaskStore())
-        orphans = await upkeep.settle_orphans(now)
+        events = get_event_store()
+        upkeep = Upkeep(get_ledger(), worker_id="mcp_prune", tasks=DatabaseTaskStore(), events=events)
+        orphans = await upkeep.settle_orphans(now)  # (their -32000 is written to their streams too)
         pruned = await upkeep.ledger.aprune(now - timedelta(seconds=retention))
-        counts = {"pruned": pruned, "orphans": orphans}
+        counts = {
+            "pruned": pruned,
+            "orphans": orphans,
+            "events_pruned": await events.aprune(retention_cutoff(now)),
+        }
         lease = timedelta(seconds=float(mcp_settings.LEASE_TIMEOUT))
         counts.update(await upkeep.keep_tasks(now, lease))
         if sessions:

@@ -1,0 +1,238 @@
+"""Resumable handshake-era streams on a live server, in raw HTTP: event ids, the priming event and its
+``retry`` hint, ``Last-Event-ID`` replay of a POST stream cut mid-call (or closed for polling) and of a GET
+stream, each response delivered exactly once."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.live import LiveServer
+from tests.raw import RawSession, open_session, rpc
+
+pytestmark = pytest.mark.asyncio
+
+
+@dataclass
+class Event:
+    id: str | None
+    data: str
+    retry: int | None
+
+    @property
+    def message(self) -> dict[str, Any]:
+        value: dict[str, Any] = json.loads(self.data)
+        return value
+
+
+async def events_of(response: httpx.Response) -> AsyncIterator[Event]:
+    """The SSE events of a response as they arrive (comments skipped; the priming event has empty data)."""
+    fields: dict[str, list[str]] = {}
+    async for line in response.aiter_lines():
+        if line.startswith(":"):
+            continue
+        if line:
+            name, _sep, value = line.partition(":")
+            fields.setdefault(name, []).append(value.removeprefix(" "))
+            continue
+        if "id" in fields or "data" in fields:
+            retry = fields.get("retry")
+            yield Event(
+                fields["id"][-1] if "id" in fields else None,
+                "\n".join(fields.get("data", [])),
+                int(retry[-1]) if retry else None,
+            )
+        fields = {}
+
+
+def call(gate: str, request_id: int, **arguments: Any) -> dict[str, Any]:
+    params = {
+        "name": "gated_steps",
+        "arguments": {"gate": gate, **arguments},
+        "_meta": {"progressToken": "t"},
+    }
+    return rpc("tools/call", params, request_id)
+
+
+async def open_gate(session: RawSession, gate: str) -> None:
+    assert (await session.request("test/open_step_gate", {"gate": gate}))["result"] == {"opened": gate}
+
+
+async def resume(session: RawSession, last_event_id: str) -> list[Event]:
+    """GET with ``Last-Event-ID``: every event until the server ends the stream."""
+    headers = session.headers(accept="text/event-stream", **{"Last-Event-ID": last_event_id})
+    async with session.http.stream("GET", session.url, headers=headers) as response:
+        assert response.status_code == 200, await response.aread()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        return [event async for event in events_of(response)]
+
+
+def check_rest(events: list[Event], stream: str, after: int, request_id: int) -> None:
+    """The events after the cut: progress 2 and 3, then the result, once each, numbered on."""
+    messages = [e.message for e in events]
+    progress = [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"]
+    answers = [m for m in messages if m.get("id") == request_id]
+    assert progress == [2, 3], messages
+    assert len(answers) == 1, messages
+    assert answers[0]["result"]["content"][0]["text"].startswith("passed gate"), messages
+    assert messages[-1] is answers[0]
+    seqs = [int(str(e.id).rpartition(":")[2]) for e in events]
+    assert all(str(e.id).startswith(stream + ":") for e in events), events
+    assert seqs == sorted(set(seqs)), seqs
+    assert seqs[0] > after, seqs
+
+
+@pytest.fixture(scope="module")
+def server(start: Callable[..., LiveServer]) -> LiveServer:
+    return start({"RESPONSE_MODE": "sse"})
+
+
+async def test_cut_mid_call_then_resume_gets_the_rest_once(server: LiveServer) -> None:
+    gate = uuid.uuid4().hex
+    async with httpx.AsyncClient(timeout=30) as http:
+        session = await open_session(http, server.url)
+        async with http.stream("POST", server.url, json=call(gate, 7), headers=session.headers()) as response:
+            stream = events_of(response)
+            priming = await anext(stream)
+            first = await anext(stream)
+        # the connection is cut here, the call waits at its gate
+        assert priming.data == ""
+        assert priming.retry == 1000
+        assert priming.id is not None
+        stream_id, _sep, seq = priming.id.rpartition(":")
+        assert stream_id.startswith("p")
+        assert seq == "0"
+        assert first.message["params"]["progress"] == 1
+        assert first.id == f"{stream_id}:1"
+        await open_gate(session, gate)
+        other = uuid.uuid4().hex  # another stream of the same session, in the store too: never replayed here
+        await open_gate(session, other)
+        assert (await session.post(call(other, 70))).status_code == 200
+        check_rest(await resume(session, first.id), stream_id, 1, 7)
+        again = await resume(session, first.id)  # replayed from the store as often as asked, same ids
+        check_rest(again, stream_id, 1, 7)
+        assert not await resume(session, again[-1].id)  # nothing after the response: the stream just ends
+
+
+async def test_closed_by_the_handler_for_polling(server: LiveServer) -> None:
+    """``ctx.close_stream()``: the POST stream ends at once (after the priming event and progress 1); the
+    request runs on and its result waits for the client's GET with ``Last-Event-ID``."""
+    gate = uuid.uuid4().hex
+    async with httpx.AsyncClient(timeout=30) as http:
+        session = await open_session(http, server.url)
+        async with http.stream(
+            "POST", server.url, json=call(gate, 8, close_stream=True), headers=session.headers()
+        ) as response:
+            events = [event async for event in events_of(response)]
+        assert [e.data == "" for e in events] == [True, False]
+        assert events[1].message["params"]["progress"] == 1
+        await open_gate(session, gate)
+        stream_id = str(events[0].id).rpartition(":")[0]
+        check_rest(await resume(session, str(events[1].id)), stream_id, 1, 8)
+        pending = (await session.stats())["pending"]
+        assert 8 not in pending
+
+
+async def test_poll_after_closes_long_streams(start: Callable[..., LiveServer]) -> None:
+    """``SSE_POLL_AFTER``: a stream still open after that long is ended by the server; the request keeps
+    running, and the resumed stream delivers what remains (I1: exactly one response)."""
+    polling = start({"RESPONSE_MODE": "sse", "SSE_POLL_AFTER": 0.3, "SSE_RETRY_MS": 50})
+    gate = uuid.uuid4().hex
+    async with httpx.AsyncClient(timeout=30) as http:
+        session = await open_session(http, polling.url)
+        async with http.stream(
+            "POST", polling.url, json=call(gate, 9), headers=session.headers()
+        ) as response:
+            events = [event async for event in events_of(response)]  # ends by itself, the gate still shut
+        assert events[0].retry == 50
+        assert events[0].data == ""
+        assert [e.message["params"]["progress"] for e in events[1:]] == [1]
+        await open_gate(session, gate)
+        stream_id = str(events[0].id).rpartition(":")[0]
+        check_rest(await resume(session, str(events[-1].id)), stream_id, 1, 9)
+
+
+async def test_older_revisions_get_ids_but_no_priming(server: LiveServer) -> None:
+    gate = uuid.uuid4().hex
+    async with httpx.AsyncClient(timeout=30) as http:
+        session = await open_session(http, server.url, version="2025-06-18")
+        await open_gate(session, gate)
+        response = await session.post(call(gate, 10))
+        events = [e async for e in events_of(response)]
+        assert all(e.data for e in events)
+        assert all(e.retry is None for e in events)
+        assert [str(e.id).rpartition(":")[2] for e in events] == ["1", "2", "3", "4"]
+
+
+async def test_get_stream_resumes_its_own_events(server: LiveServer) -> None:
+    """A GET stream's events carry ids too; ``Last-Event-ID`` of one replays the later ones of that stream
+    only, then the stream goes on live, numbered on."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        session = await open_session(http, server.url)
+        headers = session.headers(accept="text/event-stream")
+        async with http.stream("GET", server.url, headers=headers) as response:
+            stream = events_of(response)
+            priming = await anext(stream)
+            for feature in ("tools", "prompts"):
+                await session.request("test/notify", {"feature": feature})
+            first, second = await anext(stream), await anext(stream)
+        assert priming.data == ""
+        assert str(priming.id).startswith("g")
+        assert [first.message["method"], second.message["method"]] == [
+            "notifications/tools/list_changed",
+            "notifications/prompts/list_changed",
+        ]
+        resumed_headers = {**headers, "Last-Event-ID": str(first.id)}
+        async with http.stream("GET", server.url, headers=resumed_headers) as response:
+            stream = events_of(response)
+            replayed = await anext(stream)
+            assert replayed.id == second.id
+            assert replayed.message == second.message
+            await session.request("test/notify", {"feature": "resources"})
+            live = await anext(stream)
+        stream_id, _sep, seq = str(second.id).rpartition(":")
+        assert live.id == f"{stream_id}:{int(seq) + 1}"
+        assert live.message["method"] == "notifications/resources/list_changed"
+
+
+async def test_a_foreign_last_event_id_is_refused(server: LiveServer) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        session = await open_session(http, server.url)
+        headers = session.headers(accept="text/event-stream", **{"Last-Event-ID": "not-an-id"})
+        response = await http.get(server.url, headers=headers)
+        assert response.status_code == 400
+
+
+async def test_the_official_client_resumes_a_closed_stream(start: Callable[..., LiveServer]) -> None:
+    """The official client (``mcp``): the tool closes its stream after progress 1; the client reconnects
+    with ``Last-Event-ID`` after the ``retry`` hint and gets progress 2 and 3 and the result, once each."""
+    from mcp import Client
+
+    server = start({"RESPONSE_MODE": "sse", "SSE_RETRY_MS": 20})
+    gate = uuid.uuid4().hex
+    progress: list[float] = []
+    opened: list[str] = []
+
+    async with httpx.AsyncClient(timeout=30) as http:
+        opener = await open_session(http, server.url)
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            progress.append(value)
+            if value == 1:  # the stream is closed by now, or about to be: let the call go on
+                await open_gate(opener, gate)
+                opened.append(gate)
+
+        async with Client(server.url, mode="legacy") as client:
+            result = await client.call_tool(
+                "gated_steps", {"gate": gate, "close_stream": True}, progress_callback=on_progress
+            )
+    assert opened == [gate]
+    assert progress == [1, 2, 3]
+    assert not result.is_error
+    assert result.content[0].text == f"passed gate {gate}"
