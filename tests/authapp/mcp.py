@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp_server import Context, mcp
+from django.db.models.signals import post_save
+from django.dispatch import receiver
+
+from mcp_server import Context, expose_model, mcp
+from project.catalogue.models import Book
 
 
 @mcp.tool
@@ -46,3 +50,22 @@ async def secret_note(pk: int) -> str:
 def lending_letter(borrower: str) -> str:
     """A prompt only lenders may get."""
     return f"Write to {borrower} about their loan."
+
+
+# -- expose_model with write tools (tests/registry/test_model_writes.py) -----------------------------------
+
+expose_model(
+    mcp,
+    Book,
+    fields=["id", "title", "author", "author__name", "year", "isbn"],
+    lookup="isbn",
+    name="shelf",
+    writes=True,
+)
+
+
+@receiver(post_save, sender=Book)
+def fail_after_saving(instance: Book, **kwargs: Any) -> None:
+    """A save that fails after its row is written: the write tool's transaction must leave nothing."""
+    if instance.title == "Rollback me":
+        raise RuntimeError("failed after the row was written")
