@@ -35,7 +35,9 @@ def make() -> dict[str, Any]:
     alice = user("alice")
     bob = user("bob", "catalogue.add_loan", "catalogue.view_book", "catalogue.view_loan")
     sam = user("sam", is_staff=True)
-    carol = user("carol", "catalogue.view_book", "catalogue.add_book", "catalogue.change_book")
+    carol = user(
+        "carol", "catalogue.view_book", "catalogue.add_book", "catalogue.change_book", "catalogue.add_author"
+    )
     gone = user("gone", is_active=False)
     day = timedelta(days=1)
     for key, owner, kwargs in [
