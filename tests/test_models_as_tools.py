@@ -124,3 +124,12 @@ async def test_delete_and_the_write_permissions(shelf: dict[str, Book]) -> None:
 def test_writes_refuse_unknown_operations() -> None:
     with pytest.raises(ImproperlyConfigured, match="unknown write operations"):
         expose_model(MCPServer("bad"), Book, fields=["isbn"], writes=["upsert"])
+
+
+async def test_deleting_a_protected_row_is_a_tool_error(shelf: dict[str, Book]) -> None:
+    server = MCPServer("protected")
+    expose_model(server, Author, fields=["name"], lookup="name", writes=["delete"], permission=None)
+    refused = await server.tools["author_delete"].call({"name": "Test Author of models_as_tools"}, None)
+    assert refused["isError"] is True
+    assert refused["content"][0]["text"] == "Cannot delete this author: other rows refer to it"
+    assert await Author.objects.filter(name="Test Author of models_as_tools").aexists()
