@@ -25,6 +25,7 @@ __all__ = [
     "ResourceNotFound",
     "ToolError",
     "anotify_resource_updated",
+    "expose_form",
     "expose_model",
     "mcp",
     "notify_resource_updated",
@@ -33,6 +34,7 @@ __all__ = [
 if TYPE_CHECKING:
     from .core.context import Context
     from .core.rounds import InputRequest
+    from .forms_as_tools import expose_form
     from .models_as_tools import expose_model
     from .registry.results import Audio, Image
     from .registry.server import MCPServer, mcp
@@ -54,6 +56,7 @@ _LAZY = {
     "MissingClientCapability": "mcp_server.wire.modern",
     "mcp": "mcp_server.registry.server",
     "anotify_resource_updated": "mcp_server.updates",
+    "expose_form": "mcp_server.forms_as_tools",
     "expose_model": "mcp_server.models_as_tools",
     "notify_resource_updated": "mcp_server.updates",
 }

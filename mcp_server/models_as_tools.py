@@ -28,7 +28,7 @@ import decimal
 import inspect
 import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from django.core.exceptions import FieldDoesNotExist, ImproperlyConfigured
@@ -36,6 +36,7 @@ from django.db import models
 from pydantic import BaseModel, Field, create_model
 
 from .core.context import Context
+from .models_as_writes import WRITE_OPERATIONS, register_writes
 from .registry.entries import Permission
 from .registry.server import MCPServer
 from .wire.errors import ToolError
@@ -159,7 +160,9 @@ def expose_model(
     queryset: QuerySetSource = None,
     permission: Permission = DEFAULT_PERMISSION,
     page_size: int = 50,
-) -> tuple[str, str]:
+    writes: bool | Sequence[str] = False,
+    write_permissions: Mapping[str, Permission] | None = None,
+) -> tuple[str, ...]:
     """Register ``<name>_list`` and ``<name>_get`` on ``server``; returns their names.
 
     ``fields``: what each item carries (field paths; ``author__name`` follows a foreign key).
@@ -169,6 +172,11 @@ def expose_model(
     ``-name``); ties are broken by primary key. ``lookup``: the unique field ``<name>_get`` finds a row by.
     ``queryset``: a queryset, or a callable taking the ``Context``, to start from (default: every row).
     ``permission``: default ``app_label.view_<model>``; ``None`` opens the tools to everyone.
+    ``writes``: ``True`` for ``<name>_create``, ``<name>_update`` and ``<name>_delete``, or a list of some of
+    ``"create", "update", "delete"``; they set only the exposed fields on the model itself (``author`` takes
+    the author's key; ``author__name`` is read-only), update and delete reach only the rows of ``queryset``.
+    ``write_permissions``: per operation, overrides the default ``app_label.add_/change_/delete_<model>``
+    (``None`` opens that tool to everyone).
     """
     opts = model._meta
     label = name or str(opts.model_name)
@@ -269,4 +277,27 @@ def expose_model(
         annotations=read_only,
         permission=permission,
     )(_make_handler(get_row, get_name, get_params, Item))
-    return list_name, get_name
+    if not writes:
+        return list_name, get_name
+    operations = WRITE_OPERATIONS if writes is True else tuple(writes)
+    defaults = {"create": "add", "update": "change", "delete": "delete"}
+    permissions: dict[str, Permission] = {
+        operation: f"{opts.app_label}.{defaults[operation]}_{opts.model_name}"
+        for operation in WRITE_OPERATIONS
+    }
+    permissions.update(write_permissions or {})
+    written = register_writes(
+        server,
+        model,
+        label=label,
+        fields=fields,
+        operations=operations,
+        permissions=permissions,
+        key_name=key_name,
+        key_type=key_type,
+        rows=lambda ctx: _base_queryset(model, queryset, ctx),
+        item=Item,
+        python_type=_python_type,
+        make_handler=_make_handler,
+    )
+    return (list_name, get_name, *written)

@@ -18,7 +18,8 @@ from tests.live import ROOT, LiveServer
 
 
 def make_fixtures(server: LiveServer) -> dict[str, Any]:
-    """Users alice, bob (lender, catalogue viewer), sam (staff), gone (inactive), their tokens and cookies."""
+    """Users alice, bob (lender, catalogue viewer), sam (staff), gone (inactive), carol (adds and changes
+    books), their tokens and cookies."""
     done = subprocess.run(
         [sys.executable, "-m", "tests.authapp.fixtures"],
         cwd=ROOT,

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 
 from mcp_server import MCPServer
 from mcp_server.models_as_tools import expose_model
@@ -90,3 +91,45 @@ async def test_a_cursor_must_carry_a_non_negative_offset(shelf: dict[str, Book],
     assert refused["content"][0]["text"] == "Invalid cursor"
     page = structured(await server.tools["book_list"].call({"cursor": cursor({"o": 2})}, None))
     assert [b["isbn"] for b in page["items"]] == ["T-2"]  # Early, Late, then Middle: ordered by title
+
+
+async def test_delete_and_the_write_permissions(shelf: dict[str, Book]) -> None:
+    server = MCPServer("writes")
+    names = expose_model(
+        server,
+        Book,
+        fields=["isbn", "title"],
+        lookup="isbn",
+        queryset=Book.objects.filter(isbn__startswith="T-", year__lt=1990),
+        writes=["update", "delete"],
+        write_permissions={"delete": "catalogue.remove_books_for_good"},
+    )
+    assert names == ("book_list", "book_get", "book_update", "book_delete")
+    assert server.tools["book_list"].permission == "catalogue.view_book"
+    assert server.tools["book_update"].permission == "catalogue.change_book"
+    assert server.tools["book_delete"].permission == "catalogue.remove_books_for_good"
+    assert server.tools["book_delete"].annotations == {
+        "readOnlyHint": False,
+        "destructiveHint": True,
+        "idempotentHint": True,
+    }
+    assert "book_create" not in server.tools
+    outside = await server.tools["book_delete"].call({"isbn": "T-3"}, None)  # not in the queryset
+    assert outside["isError"] is True
+    assert await Book.objects.filter(isbn="T-3").aexists()
+    assert structured(await server.tools["book_delete"].call({"isbn": "T-1"}, None)) == {"deleted": "T-1"}
+    assert not await Book.objects.filter(isbn="T-1").aexists()
+
+
+def test_writes_refuse_unknown_operations() -> None:
+    with pytest.raises(ImproperlyConfigured, match="unknown write operations"):
+        expose_model(MCPServer("bad"), Book, fields=["isbn"], writes=["upsert"])
+
+
+async def test_deleting_a_protected_row_is_a_tool_error(shelf: dict[str, Book]) -> None:
+    server = MCPServer("protected")
+    expose_model(server, Author, fields=["name"], lookup="name", writes=["delete"], permission=None)
+    refused = await server.tools["author_delete"].call({"name": "Test Author of models_as_tools"}, None)
+    assert refused["isError"] is True
+    assert refused["content"][0]["text"] == "Cannot delete this author: other rows refer to it"
+    assert await Author.objects.filter(name="Test Author of models_as_tools").aexists()

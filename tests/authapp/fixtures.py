@@ -35,6 +35,9 @@ def make() -> dict[str, Any]:
     alice = user("alice")
     bob = user("bob", "catalogue.add_loan", "catalogue.view_book", "catalogue.view_loan")
     sam = user("sam", is_staff=True)
+    carol = user(
+        "carol", "catalogue.view_book", "catalogue.add_book", "catalogue.change_book", "catalogue.add_author"
+    )
     gone = user("gone", is_active=False)
     day = timedelta(days=1)
     for key, owner, kwargs in [
@@ -46,6 +49,8 @@ def make() -> dict[str, Any]:
         ("bob_expired", bob, {"expires": timezone.now() - timedelta(seconds=1)}),
         ("bob_to_revoke", bob, {}),
         ("gone", gone, {}),
+        ("carol", carol, {}),
+        ("carol_reads", carol, {"scopes": ["tool:shelf_list", "tool:shelf_get"]}),
     ]:
         token, plain = AccessToken.objects.create_token(owner, key, **kwargs)
         out["tokens"][key] = plain

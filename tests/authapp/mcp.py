@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp_server import Context, mcp
+from django import forms
+from django.db.models.signals import post_save
+from django.dispatch import receiver
+
+from mcp_server import Context, expose_form, expose_model, mcp
+from project.catalogue.models import Author, Book
 
 
 @mcp.tool
@@ -46,3 +51,76 @@ async def secret_note(pk: int) -> str:
 def lending_letter(borrower: str) -> str:
     """A prompt only lenders may get."""
     return f"Write to {borrower} about their loan."
+
+
+# -- expose_model with write tools (tests/registry/test_model_writes.py) -----------------------------------
+
+expose_model(
+    mcp,
+    Book,
+    fields=["id", "title", "author", "author__name", "year", "isbn"],
+    lookup="isbn",
+    name="shelf",
+    writes=True,
+)
+
+
+@receiver(post_save, sender=Book)
+def fail_after_saving(instance: Book, **kwargs: Any) -> None:
+    """A save that fails after its row is written: the write tool's transaction must leave nothing."""
+    if instance.title == "Rollback me":
+        raise RuntimeError("failed after the row was written")
+
+
+# -- forms as tools (tests/registry/test_form_tools.py) -----------------------------------------------------
+
+
+class AuthorForm(forms.ModelForm):  # type: ignore[type-arg]
+    """Add an author to the catalogue."""
+
+    class Meta:
+        model = Author
+        fields = ["name"]
+
+    def clean_name(self) -> str:
+        name = str(self.cleaned_data["name"])
+        if not name[:1].isupper():
+            raise forms.ValidationError("Start the name with a capital letter.")
+        return name
+
+
+class LoanRequestForm(forms.Form):
+    """Ask to borrow a book."""
+
+    borrower = forms.CharField(max_length=20)
+    book = forms.ModelChoiceField(queryset=Book.objects.all())
+    weeks = forms.IntegerField(min_value=1, max_value=8)
+    where = forms.ChoiceField(choices=[("home", "At home"), ("reading_room", "In the reading room")])
+    note = forms.CharField(required=False)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("where") == "reading_room" and data.get("weeks", 1) > 1:
+            raise forms.ValidationError("The reading room lends for one week at most.")
+        return data
+
+
+def request_loan(form: LoanRequestForm, ctx: Context) -> dict[str, Any]:
+    data = form.cleaned_data
+    return {
+        "book": data["book"].title,
+        "borrower": data["borrower"],
+        "weeks": data["weeks"],
+        "by": str(ctx.user),
+    }
+
+
+expose_form(mcp, AuthorForm, name="author_add")
+expose_form(mcp, LoanRequestForm, name="loan_request", handler=request_loan, permission="catalogue.add_loan")
+
+
+@receiver(post_save, sender=Author)
+def fail_after_saving_author(instance: Author, **kwargs: Any) -> None:
+    """A ModelForm save failing after its row is written: the form tool's transaction must leave nothing."""
+    if instance.name == "Rollback Me":
+        raise RuntimeError("failed after the row was written")

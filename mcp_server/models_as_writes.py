@@ -1,0 +1,219 @@
+"""The opt-in write tools of ``expose_model``: ``<name>_create``, ``<name>_update``, ``<name>_delete``.
+
+Each runs in a worker thread inside ``transaction.atomic``: the row is built or changed from the allowed
+fields only, ``full_clean()`` validates it (a ``ValidationError`` becomes a tool error naming each failing
+field, and nothing is written), then it is saved and read back with the same fields as ``<name>_get``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
+
+from asgiref.sync import sync_to_async
+from django.core.exceptions import ImproperlyConfigured, ValidationError
+from django.db import models, transaction
+
+from .core.context import Context
+from .registry.entries import Permission
+from .registry.server import MCPServer
+from .wire.errors import ToolError
+
+__all__ = ["WRITE_OPERATIONS", "register_writes"]
+
+WRITE_OPERATIONS = ("create", "update", "delete")
+
+Rows = Callable[[Context], models.QuerySet[Any]]
+
+
+def validation_message(error: ValidationError, verbose_name: str) -> str:
+    """``Invalid book: title: This field cannot be blank.; year: ...`` — one entry per failing field."""
+    if hasattr(error, "error_dict"):
+        parts = [
+            f"{'__all__' if field == '__all__' else field}: {' '.join(messages)}"
+            for field, messages in error.message_dict.items()
+        ]
+    else:
+        parts = [f"__all__: {' '.join(error.messages)}"]
+    return f"Invalid {verbose_name}: " + "; ".join(parts)
+
+
+def writable_fields(model: type[models.Model], fields: Sequence[str]) -> dict[str, models.Field[Any, Any]]:
+    """The exposed fields a client may set: concrete, editable, on the model itself, not an automatic key."""
+    writable: dict[str, models.Field[Any, Any]] = {}
+    for path in fields:
+        if "__" in path:
+            continue
+        field: Any = model._meta.get_field(path)
+        if not getattr(field, "concrete", False) or not field.editable or field.many_to_many:
+            continue
+        if isinstance(field, models.AutoField | models.BigAutoField | models.SmallAutoField):
+            continue
+        writable[path] = field
+    return writable
+
+
+def _required(field: models.Field[Any, Any]) -> bool:
+    return not (field.blank or field.null or field.has_default())
+
+
+def register_writes(
+    server: MCPServer,
+    model: type[models.Model],
+    *,
+    label: str,
+    fields: Sequence[str],
+    operations: Sequence[str],
+    permissions: Mapping[str, Permission],
+    key_name: str,
+    key_type: Any,
+    rows: Rows,
+    item: Any,
+    python_type: Callable[[models.Field[Any, Any]], Any],
+    make_handler: Callable[..., Callable[..., Any]],
+) -> list[str]:
+    """Register the write tools named in ``operations``; returns their names."""
+    unknown = set(operations) - set(WRITE_OPERATIONS)
+    if unknown:
+        raise ImproperlyConfigured(
+            f"expose_model({model.__name__}): unknown write operations {sorted(unknown)}"
+        )
+    opts = model._meta
+    singular = str(opts.verbose_name)
+    writable = writable_fields(model, fields)
+    if not writable and {"create", "update"} & set(operations):
+        raise ImproperlyConfigured(f"expose_model({model.__name__}): none of the fields can be written")
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    ctx_param = inspect.Parameter("ctx", keyword, annotation=Context)
+    key_param = inspect.Parameter(key_name, keyword, annotation=key_type)
+
+    def value_type(field: models.Field[Any, Any]) -> Any:
+        target: Any = field.target_field if field.is_relation else field  # type: ignore[attr-defined]
+        base = python_type(target)
+        if field.choices:
+            base = Literal[tuple(value for value, _label in field.flatchoices)]
+        return base | None if field.null else base
+
+    def read_back(obj: models.Model) -> Any:
+        return item(**model._default_manager.filter(pk=obj.pk).values(*fields).get())
+
+    def assign(obj: models.Model, arguments: Mapping[str, Any]) -> None:
+        for path, field in writable.items():
+            if path in arguments:
+                setattr(obj, field.attname, arguments[path])
+
+    def save(obj: models.Model) -> Any:
+        try:
+            obj.full_clean()
+        except ValidationError as exc:
+            raise ToolError(validation_message(exc, singular)) from exc
+        obj.save()
+        return read_back(obj)
+
+    def find(ctx: Context, value: Any) -> models.Model:
+        obj: models.Model | None = rows(ctx).select_for_update().filter(**{key_name: value}).first()
+        if obj is None:
+            raise ToolError(f"No {singular} with {key_name} {value!r}")
+        return obj
+
+    names: list[str] = []
+
+    def register(
+        operation: str,
+        handler: Callable[..., Any],
+        params: list[inspect.Parameter],
+        returns: Any,
+        description: str,
+        annotations: dict[str, bool],
+    ) -> None:
+        tool_name = f"{label}_{operation}"
+        server.tool(
+            name=tool_name,
+            description=description,
+            annotations={"readOnlyHint": False, **annotations},
+            permission=permissions[operation],
+        )(make_handler(handler, tool_name, params, returns))
+        names.append(tool_name)
+
+    if "create" in operations:
+        create_params = [
+            inspect.Parameter(path, keyword, annotation=value_type(field))
+            if _required(field)
+            else inspect.Parameter(path, keyword, default=None, annotation=value_type(field) | None)
+            for path, field in writable.items()
+        ]
+
+        def create_sync(arguments: dict[str, Any]) -> Any:
+            with transaction.atomic():
+                obj = model()
+                assign(obj, arguments)
+                return save(obj)
+
+        async def create_row(**arguments: Any) -> Any:
+            arguments.pop("ctx")
+            given = {k: v for k, v in arguments.items() if k in writable and v is not None}
+            return await sync_to_async(create_sync)(given)
+
+        register(
+            "create",
+            create_row,
+            [*create_params, ctx_param],
+            item,
+            f"Create a {singular}; returns it as {label}_get does.",
+            {"destructiveHint": False, "idempotentHint": False},
+        )
+
+    if "update" in operations:
+        update_params = [
+            inspect.Parameter(path, keyword, default=None, annotation=value_type(field) | None)
+            for path, field in writable.items()
+            if path != key_name  # the key finds the row; it is not changed
+        ]
+
+        def update_sync(ctx: Context, value: Any, arguments: dict[str, Any]) -> Any:
+            with transaction.atomic():
+                obj = find(ctx, value)
+                assign(obj, arguments)
+                return save(obj)
+
+        async def update_row(**arguments: Any) -> Any:
+            ctx: Context = arguments.pop("ctx")
+            value = arguments.pop(key_name)
+            changes = {
+                k: v for k, v in arguments.items() if k in writable and k != key_name and v is not None
+            }
+            return await sync_to_async(update_sync)(ctx, value, changes)
+
+        register(
+            "update",
+            update_row,
+            [key_param, *update_params, ctx_param],
+            item,
+            f"Change a {singular} found by its {key_name}: only the fields given are set.",
+            {"destructiveHint": True, "idempotentHint": True},
+        )
+
+    if "delete" in operations:
+
+        def delete_sync(ctx: Context, value: Any) -> dict[str, Any]:
+            with transaction.atomic():
+                obj = find(ctx, value)
+                try:
+                    obj.delete()
+                except models.ProtectedError as exc:
+                    raise ToolError(f"Cannot delete this {singular}: other rows refer to it") from exc
+            return {"deleted": value}
+
+        async def delete_row(**arguments: Any) -> dict[str, Any]:
+            return await sync_to_async(delete_sync)(arguments["ctx"], arguments[key_name])
+
+        register(
+            "delete",
+            delete_row,
+            [key_param, ctx_param],
+            dict[str, Any],
+            f"Delete a {singular} found by its {key_name}.",
+            {"destructiveHint": True, "idempotentHint": True},
+        )
+    return names

@@ -1,0 +1,96 @@
+"""``expose_form`` against a live server, through the official client, as two users.
+
+``tests/authapp/mcp.py`` exposes ``AuthorForm`` (a ModelForm, default permission ``catalogue.add_author``:
+carol has it, bob not) as ``author_add`` and ``LoanRequestForm`` (a Form with a handler, permission
+``catalogue.add_loan``: bob has it, carol not) as ``loan_request``. A ``post_save`` receiver fails any save of
+an author named "Rollback Me".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from mcp import MCPError
+
+from tests.auth_helpers import make_fixtures, sdk_client
+from tests.live import LiveServer
+
+Fixtures = tuple[LiveServer, dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def site(start: Callable[..., LiveServer]) -> Fixtures:
+    server = start()
+    return server, make_fixtures(server)
+
+
+async def test_the_schemas_come_from_the_forms_fields(site: Fixtures) -> None:
+    server, data = site
+    async with sdk_client(server.url, data["tokens"]["bob"]) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    loan = tools["loan_request"]
+    assert loan.description == "Ask to borrow a book."
+    schema = loan.input_schema
+    assert set(schema["required"]) == {"borrower", "book", "weeks", "where"}  # note is optional
+    props = schema["properties"]
+    assert props["borrower"]["type"] == "string"
+    assert props["borrower"]["maxLength"] == 20
+    assert props["book"]["type"] == "integer"  # a ModelChoiceField takes the row's key
+    assert props["weeks"]["type"] == "integer"
+    assert props["weeks"]["minimum"] == 1
+    assert props["weeks"]["maximum"] == 8
+    assert props["where"]["enum"] == ["home", "reading_room"]
+    assert loan.annotations is not None
+    assert loan.annotations.read_only_hint is False
+    assert "author_add" not in tools  # bob lacks catalogue.add_author
+
+
+async def test_a_form_tool_validates_and_calls_its_handler(site: Fixtures) -> None:
+    server, data = site
+    async with sdk_client(server.url, data["tokens"]["bob"]) as client:
+        books = await client.call_tool("shelf_list", {"limit": 1})
+        book = books.structured_content["items"][0]
+        ok = await client.call_tool(
+            "loan_request", {"borrower": "Bob", "book": book["id"], "weeks": 3, "where": "home"}
+        )
+        assert not ok.is_error, ok
+        assert ok.structured_content == {"book": book["title"], "borrower": "Bob", "weeks": 3, "by": "bob"}
+        bad = await client.call_tool(
+            "loan_request", {"borrower": "Bob", "book": 999999, "weeks": 3, "where": "reading_room"}
+        )
+        assert bad.is_error
+        text = bad.content[0].text
+        assert text.startswith("Invalid input: ")
+        assert "book: Select a valid choice. That choice is not one of the available choices." in text
+        whole = await client.call_tool(
+            "loan_request", {"borrower": "Bob", "book": book["id"], "weeks": 3, "where": "reading_room"}
+        )
+        assert whole.is_error
+        assert whole.content[0].text == "Invalid input: __all__: The reading room lends for one week at most."
+        with pytest.raises(MCPError, match="Unknown tool"):
+            await client.call_tool("author_add", {"name": "Bob's Author"})
+    async with sdk_client(server.url, data["tokens"]["carol"]) as client:
+        with pytest.raises(MCPError, match="Unknown tool"):  # carol lacks catalogue.add_loan
+            await client.call_tool("loan_request", {"borrower": "C", "book": 1, "weeks": 1, "where": "home"})
+
+
+async def test_a_model_form_saves_in_a_transaction(site: Fixtures) -> None:
+    server, data = site
+    async with sdk_client(server.url, data["tokens"]["carol"]) as client:
+        made = await client.call_tool("author_add", {"name": "Test Author From A Form"})
+        assert not made.is_error, made
+        assert made.structured_content["name"] == "Test Author From A Form"
+        assert isinstance(made.structured_content["id"], int)
+        again = await client.call_tool("author_add", {"name": "Test Author From A Form"})
+        assert again.is_error
+        assert again.content[0].text == "Invalid input: name: Author with this Name already exists."
+        lower = await client.call_tool("author_add", {"name": "octavia"})
+        assert lower.content[0].text == "Invalid input: name: Start the name with a capital letter."
+        failed = await client.call_tool("author_add", {"name": "Rollback Me"})
+        assert failed.is_error
+        # the row the failed save wrote was rolled back: the same name is free, not "already exists"
+        with_receiver = await client.call_tool("author_add", {"name": "Rollback Me"})
+        assert with_receiver.is_error
+        assert "already exists" not in with_receiver.content[0].text

@@ -1,0 +1,139 @@
+"""``expose_model(..., writes=True)`` against a live server, through the official client, as two users.
+
+``tests/authapp/mcp.py`` exposes the catalogue's books as ``shelf_*`` (lookup by ISBN); ``carol`` may view,
+add and change books but not delete them, ``bob`` may only view them, ``carol_reads`` is carol with a token
+limited to the read tools. A ``post_save`` receiver fails any save of a book titled "Rollback me".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from mcp import MCPError
+
+from tests.auth_helpers import make_fixtures, sdk_client
+from tests.live import LiveServer
+
+Fixtures = tuple[LiveServer, dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def site(start: Callable[..., LiveServer]) -> Fixtures:
+    server = start()
+    return server, make_fixtures(server)
+
+
+async def author_id(client: Any) -> int:
+    """The key of an author of the seeded catalogue, read through the tools."""
+    page = await client.call_tool("shelf_list", {})
+    assert not page.is_error, page
+    return int(page.structured_content["items"][0]["author"])
+
+
+async def test_create_update_and_the_schemas(site: Fixtures) -> None:
+    server, data = site
+    async with sdk_client(server.url, data["tokens"]["carol"]) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert {"shelf_list", "shelf_get", "shelf_create", "shelf_update"} <= set(tools)
+        assert "shelf_delete" not in tools  # carol lacks catalogue.delete_book
+        create = tools["shelf_create"]
+        schema = create.input_schema
+        # only the fields on the model itself: no id (automatic), no author__name (through a relation)
+        assert set(schema["properties"]) == {"title", "author", "year", "isbn"}
+        assert set(schema["required"]) == {"title", "author", "year", "isbn"}
+        assert schema["properties"]["year"]["type"] == "integer"
+        assert create.annotations is not None
+        assert create.annotations.read_only_hint is False
+        assert create.annotations.destructive_hint is False
+        update = tools["shelf_update"]
+        assert update.input_schema["required"] == ["isbn"]
+        assert update.annotations is not None
+        assert update.annotations.idempotent_hint is True
+        assert update.annotations.read_only_hint is False
+
+        author = await author_id(client)
+        made = await client.call_tool(
+            "shelf_create", {"title": "A Written Book", "author": author, "year": 2001, "isbn": "W-1"}
+        )
+        assert not made.is_error, made
+        assert made.structured_content["isbn"] == "W-1"
+        assert made.structured_content["title"] == "A Written Book"
+        assert isinstance(made.structured_content["id"], int)
+        assert made.structured_content["author__name"]
+
+        changed = await client.call_tool("shelf_update", {"isbn": "W-1", "year": 2002})
+        assert not changed.is_error, changed
+        assert changed.structured_content["year"] == 2002
+        assert changed.structured_content["title"] == "A Written Book"  # untouched
+        got = await client.call_tool("shelf_get", {"isbn": "W-1"})
+        assert got.structured_content["year"] == 2002
+
+        missing = await client.call_tool("shelf_update", {"isbn": "W-404", "year": 1})
+        assert missing.is_error
+        assert missing.content[0].text == "No book with isbn 'W-404'"
+
+
+async def test_validation_errors_name_each_failing_field(site: Fixtures) -> None:
+    server, data = site
+    async with sdk_client(server.url, data["tokens"]["carol"]) as client:
+        author = await author_id(client)
+        first = await client.call_tool(
+            "shelf_create", {"title": "Unique", "author": author, "year": 1990, "isbn": "W-2"}
+        )
+        assert not first.is_error, first
+        bad = await client.call_tool(
+            "shelf_create", {"title": "", "author": 999999, "year": 1990, "isbn": "W-2"}
+        )
+        assert bad.is_error
+        text = bad.content[0].text
+        assert text.startswith("Invalid book: ")
+        assert "title: This field cannot be blank." in text
+        assert "author: author instance with id 999999 is not a valid choice." in text
+        assert "isbn: Book with this Isbn already exists." in text
+        assert "year" not in text
+        too_long = await client.call_tool("shelf_update", {"isbn": "W-2", "title": "x" * 301})
+        assert too_long.is_error
+        assert "title: Ensure this value has at most 300 characters (it has 301)." in too_long.content[0].text
+        got = await client.call_tool("shelf_get", {"isbn": "W-2"})
+        assert got.structured_content["title"] == "Unique"  # nothing written
+
+
+async def test_a_failing_save_leaves_nothing(site: Fixtures) -> None:
+    server, data = site
+    async with sdk_client(server.url, data["tokens"]["carol"]) as client:
+        author = await author_id(client)
+        failed = await client.call_tool(
+            "shelf_create", {"title": "Rollback me", "author": author, "year": 1990, "isbn": "W-3"}
+        )
+        assert failed.is_error
+        absent = await client.call_tool("shelf_get", {"isbn": "W-3"})
+        assert absent.is_error  # the row the save wrote was rolled back
+        assert absent.content[0].text == "No book with isbn 'W-3'"
+        kept = await client.call_tool(
+            "shelf_create", {"title": "Kept", "author": author, "year": 1990, "isbn": "W-4"}
+        )
+        assert not kept.is_error, kept
+        renamed = await client.call_tool("shelf_update", {"isbn": "W-4", "title": "Rollback me"})
+        assert renamed.is_error
+        got = await client.call_tool("shelf_get", {"isbn": "W-4"})
+        assert got.structured_content["title"] == "Kept"
+
+
+async def test_permissions_and_scopes_refuse_writes(site: Fixtures) -> None:
+    server, data = site
+    async with sdk_client(server.url, data["tokens"]["bob"]) as client:  # may only view books
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert {"shelf_list", "shelf_get"} <= names
+        assert not names & {"shelf_create", "shelf_update", "shelf_delete"}
+        with pytest.raises(MCPError, match="Unknown tool"):
+            await client.call_tool("shelf_create", {"title": "t", "author": 1, "year": 1, "isbn": "W-5"})
+    async with sdk_client(server.url, data["tokens"]["carol_reads"]) as client:  # carol, read scopes only
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert names == {"shelf_list", "shelf_get"}
+        with pytest.raises(MCPError, match="Unknown tool"):
+            await client.call_tool("shelf_update", {"isbn": "W-1", "year": 1})
+    async with sdk_client(server.url, data["tokens"]["carol"]) as client:
+        with pytest.raises(MCPError, match="Unknown tool"):  # no catalogue.delete_book
+            await client.call_tool("shelf_delete", {"isbn": "W-1"})
