@@ -9,9 +9,8 @@ from typing import Any
 
 import httpx
 
-from tests.raw import ACCEPT_BOTH, messages_of, rpc
+from tests.raw import messages_of, modern_headers, modern_meta, rpc
 
-MODERN = "2026-07-28"
 TASKS = "io.modelcontextprotocol/tasks"
 WITH_TASKS: dict[str, Any] = {"extensions": {TASKS: {}}, "elicitation": {}}
 """Client capabilities declaring the tasks extension (and form elicitation)."""
@@ -34,26 +33,13 @@ class TaskClient:
         self.extra = dict(headers or {})
 
     def headers(self, method: str, name: str | None) -> dict[str, str]:
-        out = {
-            "Accept": ACCEPT_BOTH,
-            "Content-Type": "application/json",
-            "MCP-Protocol-Version": MODERN,
-            "Mcp-Method": method,
-            **self.extra,
-        }
-        if name is not None:
-            out["Mcp-Name"] = name
-        return out
+        return modern_headers(method, name, **self.extra)
 
     async def post(
         self, method: str, params: dict[str, Any], *, name: str | None = None, **head: str
     ) -> tuple[httpx.Response, dict[str, Any]]:
         """The HTTP response and its final JSON-RPC message."""
-        meta = {
-            "io.modelcontextprotocol/protocolVersion": MODERN,
-            "io.modelcontextprotocol/clientCapabilities": self.capabilities,
-            "io.modelcontextprotocol/clientInfo": {"name": "tasks-tests", "version": "1"},
-        }
+        meta = modern_meta(self.capabilities, {"name": "tasks-tests", "version": "1"})
         request_id = next(_ids)
         if name is None and method == "tools/call":
             name = str(params["name"])

@@ -17,7 +17,8 @@ from mcp_server.protocol.tasks import INPUT_POLL_WATCHED
 from mcp_server.runtime import Runtime
 from mcp_server.wire.messages import TaskStatus
 from project.mcp_servers import conformance
-from tests.tasks_helpers import MODERN, WITH_TASKS
+from tests.raw import MODERN
+from tests.tasks_helpers import WITH_TASKS
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 
