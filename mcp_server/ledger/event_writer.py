@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from concurrent.futures import ThreadPoolExecutor
 
 from django.db import close_old_connections
 
 from ..core.stores import bounded
+from .batching import BatchLoop
 from .events import STORE, EventStore, StoredEvent
 
 __all__ = ["MAX_QUEUED", "EventWriter"]
@@ -25,24 +25,22 @@ __all__ = ["MAX_QUEUED", "EventWriter"]
 logger = logging.getLogger("mcp_server.events")
 
 MAX_QUEUED = 100_000
-MAX_BACKOFF = 5.0
 
 
-class EventWriter:
+class EventWriter(BatchLoop):
     """Queues events and writes them in batches (see the module docstring)."""
 
+    what = "event"
+    items = "stream events"
+    logger = logger
+
     def __init__(self, store: EventStore, *, interval: float) -> None:
+        super().__init__(interval)
         self.store = store
-        self.interval = max(0.0, float(interval))
         self._queue: list[StoredEvent] = []
         self._lock = asyncio.Lock()
-        self._work = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-event-writer")
-        self.failures = 0
         self.dropped = 0
         self.written = 0
-        self._closed = False
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -86,41 +84,3 @@ class EventWriter:
     def _write_sync(self, batch: list[StoredEvent]) -> None:
         close_old_connections()
         self.store.write(batch)
-
-    def _wake(self) -> None:
-        self._work.set()
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="mcp event writer")
-
-    async def _run(self) -> None:
-        while True:
-            await self._work.wait()
-            await asyncio.sleep(self.interval)
-            self._work.clear()
-            try:
-                await self.flush()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                self.failures += 1
-                delay = min(MAX_BACKOFF, max(self.interval, 0.01) * 2**self.failures)
-                logger.exception(
-                    "event store write failed (%d in a row); retrying in %.2fs", self.failures, delay
-                )
-                self._work.set()
-                await asyncio.sleep(delay)
-            else:
-                self.failures = 0
-
-    async def aclose(self, grace: float = 5.0) -> None:
-        """Flush what is queued (within ``grace`` seconds) and stop."""
-        try:
-            async with asyncio.timeout(grace):
-                await self.flush()
-        except Exception:
-            logger.exception("stream events lost at shutdown: %d", len(self))
-        self._closed = True
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        self._executor.shutdown(wait=False)

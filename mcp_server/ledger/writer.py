@@ -31,7 +31,6 @@ import dataclasses
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
@@ -41,6 +40,7 @@ from django.utils import timezone
 from ..core.records import DuplicateRequest, Ledger, LedgerRecord, make_storable
 from ..core.states import State
 from ..core.stores import StoreUnavailable, is_unavailable, store_timeout
+from .batching import BatchLoop
 
 __all__ = ["MAX_ATTEMPTS", "LedgerWriter"]
 
@@ -48,15 +48,17 @@ logger = logging.getLogger("mcp_server.ledger")
 
 Refused = Callable[[LedgerRecord], Awaitable[None]]
 
-MAX_BACKOFF = 5.0
-MIN_BACKOFF = 0.01
 
 MAX_ATTEMPTS = 5
 """Times the store may refuse a record (not fail to answer: refuse it) before the writer drops it."""
 
 
-class LedgerWriter:
+class LedgerWriter(BatchLoop):
     """Queues ledger writes and flushes them in batches (or writes through when ``interval`` is 0)."""
+
+    what = "ledger"
+    items = "records"
+    logger = logger
 
     def __init__(
         self,
@@ -66,8 +68,8 @@ class LedgerWriter:
         on_refused: Refused | None = None,
         timeout: float | None = None,
     ) -> None:
+        super().__init__(interval)
         self.ledger = ledger
-        self.interval = max(0.0, float(interval))
         self.on_refused = on_refused
         self.timeout = timeout
         """Longest wait of a write-through (default ``STORE_TIMEOUT``)."""
@@ -78,14 +80,8 @@ class LedgerWriter:
         self._in_doubt: dict[int, LedgerRecord] = {}
         self._attempts: dict[int, int] = {}
         self._lock = asyncio.Lock()
-        self._work = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-ledger-writer")
-        self.failures = 0
-        """Consecutive failed flushes (0 when the store answers)."""
         self.dropped = 0
         """Records dropped because the store refused them :data:`MAX_ATTEMPTS` times."""
-        self._closed = False
 
     @property
     def write_through(self) -> bool:
@@ -342,43 +338,3 @@ class LedgerWriter:
             self._updates[id(record)] = record
         if self._inserts or self._updates:
             self._wake()
-
-    # -- the background loop ------------------------------------------------------------------------------
-
-    def _wake(self) -> None:
-        if self._closed:  # a write-through landing after the close: nothing is written any more
-            return
-        self._work.set()
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="mcp ledger writer")
-
-    async def _run(self) -> None:
-        while True:
-            await self._work.wait()
-            await asyncio.sleep(self.interval)
-            self._work.clear()
-            try:
-                await self.flush()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                self.failures += 1
-                delay = min(MAX_BACKOFF, max(self.interval, MIN_BACKOFF) * 2**self.failures)
-                logger.exception("ledger write failed (%d in a row); retrying in %.2fs", self.failures, delay)
-                self._work.set()
-                await asyncio.sleep(delay)
-            else:
-                self.failures = 0
-
-    async def aclose(self, grace: float = 5.0) -> None:
-        """Flush what is queued (within ``grace`` seconds) and stop the background loop."""
-        try:
-            async with asyncio.timeout(grace):
-                await self.flush()
-        except Exception:
-            logger.exception("ledger records lost at shutdown: %d", len(self))
-        self._closed = True
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        self._executor.shutdown(wait=False)
