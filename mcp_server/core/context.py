@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from asgiref.sync import async_to_sync
+
 from ..wire.errors import INTERNAL_ERROR, JSONRPCError
 from ..wire.jsonrpc import RequestId
 from ..wire.versions import MODERN_VERSIONS
@@ -19,9 +21,22 @@ if TYPE_CHECKING:
     from ..registry.server import MCPServer
     from ..runtime import Runtime
 
-__all__ = ["LOG_LEVELS", "Context", "Peer", "SessionState", "client_label"]
+__all__ = ["LOG_LEVELS", "AnswerClaim", "Context", "Peer", "SessionState", "client_label"]
 
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
+class AnswerClaim(Protocol):
+    """How a handler makes its request's answer certain before its writes commit (``claim_answer``)."""
+
+    async def reserve(self) -> None:
+        """On the event loop: from now on only the handler answers the request (no cancel, deadline, abort
+        or end of session settles it any more). Raises ``RequestSettled`` if one already did."""
+
+    def confirm(self, using: str | None) -> None:
+        """In the handler's thread, inside its transaction on database ``using``: record the answer in that
+        transaction where the ledger can (the database ledger on the same database). Raises
+        ``RequestSettled`` if another worker settled the request meanwhile."""
 
 
 class Peer(Protocol):
@@ -78,6 +93,8 @@ class Context:
     """While the handler runs as a task (tasks extension): the task's id."""
     detaching: bool = False
     """The handler of a ``task_start="detach"`` tool runs inside a call that may become a task."""
+    claim: AnswerClaim | None = None
+    """Set by the protocol layer for a request held in the request table (see ``claim_answer``)."""
 
     @property
     def session_id(self) -> str | None:
@@ -158,6 +175,29 @@ class Context:
         session, a call without the tasks extension, or in the task itself) it returns at once."""
         if self.detaching:
             raise Detach()
+
+    def claim_answer(self, using: str | None = None) -> None:
+        """Make the request's answer certain before a write commits; sync handlers, in their worker thread.
+
+        Call it inside the ``transaction.atomic(using=...)`` block that holds the handler's writes, as its
+        last statement. If the request was already cancelled, timed out, aborted or its session closed, it
+        raises :class:`~mcp_server.wire.errors.RequestSettled` and the transaction rolls back.
+        Otherwise the request can no longer be cancelled, time out or be closed: the handler's result is its
+        answer (sent if anyone can still receive it, recorded as answered). With the database ledger on the
+        same database, the answered record is written in the transaction itself, so that even a worker killed
+        at the commit leaves the change and its record together or neither.
+        """
+        if self.claim is None:  # not served through the request table (a test calling a handler directly)
+            return
+        async_to_sync(self.claim.reserve)()
+        self.claim.confirm(using)
+
+    async def aclaim_answer(self) -> None:
+        """The async twin of :meth:`claim_answer`, for a handler that commits its effect itself (an external
+        call, say) after awaiting it: no transaction is joined, so a crash after the commit may lose the
+        record."""
+        if self.claim is not None:
+            await self.claim.reserve()
 
     def _require(self, capability: str) -> None:
         if capability not in self.session.client_capabilities:

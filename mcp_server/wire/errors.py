@@ -25,6 +25,7 @@ __all__ = [
     "REQUEST_TIMEOUT",
     "RESOURCE_NOT_FOUND",
     "JSONRPCError",
+    "RequestSettled",
     "ResourceNotFound",
     "ToolError",
 ]
@@ -63,6 +64,17 @@ class ResourceNotFound(JSONRPCError):
 
     def __init__(self, uri: str) -> None:
         super().__init__(RESOURCE_NOT_FOUND, f"Resource not found: {uri}", {"uri": uri})
+
+
+class RequestSettled(JSONRPCError):
+    """The request was settled before its handler could claim its answer (cancelled, timed out, aborted by
+    an operator, its session closed): raised by ``Context.claim_answer``, so that the transaction it is raised
+    in rolls back. Its answer, if one is due, was given by whoever settled the request."""
+
+    def __init__(self, state: str) -> None:
+        message = f"Request already settled ({state}): its changes were rolled back"
+        super().__init__(CONNECTION_CLOSED, message)
+        self.state = state
 
 
 class ToolError(Exception):
