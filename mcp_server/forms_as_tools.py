@@ -26,11 +26,12 @@ from typing import Annotated, Any, Literal
 from asgiref.sync import sync_to_async
 from django import forms
 from django.core.exceptions import ImproperlyConfigured
-from django.db import transaction
+from django.db import router, transaction
 from pydantic import Field
 
 from .core.context import Context
 from .models_as_tools import DEFAULT_PERMISSION, _make_handler, _python_type
+from .models_as_writes import claim_answer
 from .registry.entries import Permission
 from .registry.server import MCPServer
 from .wire.errors import ToolError
@@ -151,12 +152,13 @@ def expose_form(
     def run(arguments: dict[str, Any], ctx: Context) -> Any:
         form = form_class(data=arguments)
         if is_model_form:
-            with transaction.atomic():
+            alias = router.db_for_write(model)
+            with transaction.atomic(using=alias):
                 if not form.is_valid():
                     raise ToolError(form_errors_message(form))
-                if handler is not None:
-                    return handler(form, ctx)
-                return saved(form.save())  # type: ignore[attr-defined]
+                result = handler(form, ctx) if handler is not None else saved(form.save())  # type: ignore[attr-defined]
+                claim_answer(ctx, alias)
+                return result
         if not form.is_valid():
             raise ToolError(form_errors_message(form))
         assert handler is not None

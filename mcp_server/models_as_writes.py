@@ -2,7 +2,9 @@
 
 Each runs in a worker thread inside ``transaction.atomic``: the row is built or changed from the allowed
 fields only, ``full_clean()`` validates it (a ``ValidationError`` becomes a tool error naming each failing
-field, and nothing is written), then it is saved and read back with the same fields as ``<name>_get``.
+field, and nothing is written), then it is saved and read back with the same fields as ``<name>_get``, and
+the request's answer is claimed (``Context.claim_answer``) before the commit: a request cancelled, timed out
+or closed before that point rolls back; after it, it commits and is answered.
 """
 
 from __future__ import annotations
@@ -13,18 +15,25 @@ from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured, ValidationError
-from django.db import models, transaction
+from django.db import models, router, transaction
 
 from .core.context import Context
 from .registry.entries import Permission
 from .registry.server import MCPServer
 from .wire.errors import ToolError
 
-__all__ = ["WRITE_OPERATIONS", "register_writes"]
+__all__ = ["WRITE_OPERATIONS", "claim_answer", "register_writes"]
 
 WRITE_OPERATIONS = ("create", "update", "delete")
 
 Rows = Callable[[Context], models.QuerySet[Any]]
+
+
+def claim_answer(ctx: Context | None, using: str) -> None:
+    """``ctx.claim_answer(using=...)``, last in a write's transaction (a tool called without a context, as
+    a unit test may, has no request to claim)."""
+    if ctx is not None:
+        ctx.claim_answer(using=using)
 
 
 def validation_message(error: ValidationError, verbose_name: str) -> str:
@@ -81,6 +90,7 @@ def register_writes(
         )
     opts = model._meta
     singular = str(opts.verbose_name)
+    alias = router.db_for_write(model)
     writable = writable_fields(model, fields)
     if not writable and {"create", "update"} & set(operations):
         raise ImproperlyConfigured(f"expose_model({model.__name__}): none of the fields can be written")
@@ -144,16 +154,18 @@ def register_writes(
             for path, field in writable.items()
         ]
 
-        def create_sync(arguments: dict[str, Any]) -> Any:
-            with transaction.atomic():
+        def create_sync(ctx: Context, arguments: dict[str, Any]) -> Any:
+            with transaction.atomic(using=alias):
                 obj = model()
                 assign(obj, arguments)
-                return save(obj)
+                row = save(obj)
+                claim_answer(ctx, alias)
+                return row
 
         async def create_row(**arguments: Any) -> Any:
-            arguments.pop("ctx")
+            ctx: Context = arguments.pop("ctx")
             given = {k: v for k, v in arguments.items() if k in writable and v is not None}
-            return await sync_to_async(create_sync)(given)
+            return await sync_to_async(create_sync)(ctx, given)
 
         register(
             "create",
@@ -172,10 +184,12 @@ def register_writes(
         ]
 
         def update_sync(ctx: Context, value: Any, arguments: dict[str, Any]) -> Any:
-            with transaction.atomic():
+            with transaction.atomic(using=alias):
                 obj = find(ctx, value)
                 assign(obj, arguments)
-                return save(obj)
+                row = save(obj)
+                claim_answer(ctx, alias)
+                return row
 
         async def update_row(**arguments: Any) -> Any:
             ctx: Context = arguments.pop("ctx")
@@ -197,12 +211,13 @@ def register_writes(
     if "delete" in operations:
 
         def delete_sync(ctx: Context, value: Any) -> dict[str, Any]:
-            with transaction.atomic():
+            with transaction.atomic(using=alias):
                 obj = find(ctx, value)
                 try:
                     obj.delete()
                 except models.ProtectedError as exc:
                     raise ToolError(f"Cannot delete this {singular}: other rows refer to it") from exc
+                claim_answer(ctx, alias)
             return {"deleted": value}
 
         async def delete_row(**arguments: Any) -> dict[str, Any]:

@@ -18,16 +18,17 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
+import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
-from django.db import connections
+from django.db import connection, connections, transaction
 from django.utils import timezone
 
 from mcp_server.admin_live.operations import aabort_requests
 from mcp_server.conf import mcp_settings
-from mcp_server.core.context import SessionState
+from mcp_server.core.context import Context, SessionState
 from mcp_server.core.records import LedgerRecord
 from mcp_server.ledger import State, get_ledger
 from mcp_server.ledger.cache import CacheLedger
@@ -39,10 +40,11 @@ from mcp_server.protocol.serving import start_request
 from mcp_server.protocol.settlement import PENDING, PendingRequest, aborted_response, closed_response
 from mcp_server.registry.server import MCPServer
 from mcp_server.runtime import Runtime
-from mcp_server.wire.errors import REQUEST_TIMEOUT, JSONRPCError
+from mcp_server.wire.errors import REQUEST_TIMEOUT, JSONRPCError, RequestSettled
 from mcp_server.wire.jsonrpc import JSONRPCRequest, RequestId, error_response, parse_message
 from mcp_server.wire.messages import WORKERS_GROUP, AbortRequest, AbortResult, parse_event, to_event
 from mcp_server.wire.versions import LATEST_VERSION
+from project.catalogue.models import Author
 
 DEADLINE = 0.3
 """The ``timeout`` of the ``held_deadline`` tool (the ``deadline`` outcome)."""
@@ -72,6 +74,8 @@ class Gate:
     started: asyncio.Event = field(default_factory=asyncio.Event)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     cancels_ignored: int = 0
+    refused: BaseException | None = None
+    """What a write's claim on its answer raised (``held_write``)."""
 
     def open(self) -> None:
         self.opened.set()
@@ -85,6 +89,14 @@ class Gate:
     def result(self) -> str:
         return f"gate {self.name} opened"
 
+
+BACKENDS = {
+    "database": "mcp_server.ledger.database.DatabaseLedger",
+    "cache": "mcp_server.ledger.cache.CacheLedger",
+}
+WRITE_BEHIND = 60.0
+"""The writers' interval unless a test says otherwise: the test writes the ledger (``writer.flush()``) when it
+chooses, and the background loop would wait a minute."""
 
 GATES: dict[str, Gate] = {}
 
@@ -126,6 +138,46 @@ async def stubborn(gate: str) -> str:
             held.cancels_ignored += 1
     held.signal(held.finished)  # through the loop, as the thread's: after the result, in loop order
     return held.result
+
+
+def _write(gate: str, ctx: Context, claim: str) -> str:
+    """A write tool's body: ``late``: waits on its gate, then creates a row and claims its answer in one
+    transaction (a competitor that settled the request meanwhile wins: the claim raises and the row is rolled
+    back); ``early``: creates the row, claims its answer and commits, then waits on its gate (a competitor
+    meanwhile comes too late)."""
+    held = GATES[gate]
+    if claim == "late":
+        held.signal(held.started)
+        held.opened.wait(GATE_WAIT)
+    try:
+        with transaction.atomic():
+            Author.objects.create(name=written_name(gate))
+            ctx.claim_answer()
+    except RequestSettled as exc:
+        held.refused = exc
+        held.signal(held.finished)
+        raise
+    if claim == "early":
+        return _hold(gate)
+    held.signal(held.finished)
+    return held.result
+
+
+def written_name(gate: str) -> str:
+    """The name of the author ``held_write`` creates."""
+    return f"written through gate {gate}"
+
+
+@races.tool
+def held_write(gate: str, ctx: Context, claim: Literal["late", "early"] = "late") -> str:
+    """A write that claims its answer before it commits (see :func:`_write`)."""
+    return _write(gate, ctx, claim)
+
+
+@races.tool(timeout=DEADLINE)
+def held_write_deadline(gate: str, ctx: Context, claim: Literal["late", "early"] = "late") -> str:
+    """``held_write`` with a deadline of :data:`DEADLINE` seconds."""
+    return _write(gate, ctx, claim)
 
 
 HANDLERS = {"thread": "held", "async": "stubborn"}
@@ -273,9 +325,16 @@ class Request:
 
 
 async def open_request(
-    worker: Worker, session_id: str, request_id: RequestId, tool: str = "held", *, runs: bool = True
+    worker: Worker,
+    session_id: str,
+    request_id: RequestId,
+    tool: str = "held",
+    *,
+    runs: bool = True,
+    arguments: dict[str, Any] | None = None,
 ) -> Request:
-    """The worker takes a ``tools/call`` of ``tool``; with ``runs``, wait until its handler runs."""
+    """The worker takes a ``tools/call`` of ``tool`` (with ``arguments`` besides its gate); with ``runs``,
+    wait until its handler runs."""
     gate = Gate(uuid.uuid4().hex[:12], asyncio.get_running_loop())
     GATES[gate.name] = gate
     message = parse_message(
@@ -283,7 +342,7 @@ async def open_request(
             "jsonrpc": "2.0",
             "id": request_id,
             "method": "tools/call",
-            "params": {"name": tool, "arguments": {"gate": gate.name}},
+            "params": {"name": tool, "arguments": {"gate": gate.name, **(arguments or {})}},
         }
     )
     assert isinstance(message, JSONRPCRequest)
@@ -466,3 +525,20 @@ async def lease_runs_out(worker: Worker) -> None:
                 ledger.cache.set(ledger._k("e", record.pk), dataclasses.asdict(expired), None)
 
     await sync_to_async(expire, thread_sensitive=False)()
+
+
+by_name = pytest.mark.parametrize("outcome", OUTCOMES, ids=[o.name for o in OUTCOMES])
+
+
+@dataclass
+class World:
+    session_id: str
+    a: Worker
+    b: Worker
+    backend: str
+    others: list[Worker] = field(default_factory=list)
+
+    @property
+    def on_sqlite(self) -> bool:
+        """Whether the database ledger is on SQLite (in this process, not in the child)."""
+        return self.backend == "database" and connection.vendor == "sqlite"

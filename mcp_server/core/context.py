@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from asgiref.sync import async_to_sync
+from django.db import DEFAULT_DB_ALIAS
 
 from ..wire.errors import INTERNAL_ERROR, JSONRPCError
 from ..wire.jsonrpc import RequestId
@@ -29,11 +30,12 @@ LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert"
 class AnswerClaim(Protocol):
     """How a handler makes its request's answer certain before its writes commit (``claim_answer``)."""
 
-    async def reserve(self) -> None:
+    async def reserve(self, using: str | None) -> None:
         """On the event loop: from now on only the handler answers the request (no cancel, deadline, abort
-        or end of session settles it any more). Raises ``RequestSettled`` if one already did."""
+        or end of session settles it any more). Raises ``RequestSettled`` if one already did. ``using``: the
+        database whose transaction :meth:`confirm` will run in (``None``: none)."""
 
-    def confirm(self, using: str | None) -> None:
+    def confirm(self, using: str) -> None:
         """In the handler's thread, inside its transaction on database ``using``: record the answer in that
         transaction where the ledger can (the database ledger on the same database). Raises
         ``RequestSettled`` if another worker settled the request meanwhile."""
@@ -95,6 +97,8 @@ class Context:
     """The handler of a ``task_start="detach"`` tool runs inside a call that may become a task."""
     claim: AnswerClaim | None = None
     """Set by the protocol layer for a request held in the request table (see ``claim_answer``)."""
+    deadline: asyncio.Timeout | None = None
+    """While the handler runs under a deadline: its scope (disarmed once the handler claims its answer)."""
 
     @property
     def session_id(self) -> str | None:
@@ -189,15 +193,16 @@ class Context:
         """
         if self.claim is None:  # not served through the request table (a test calling a handler directly)
             return
-        async_to_sync(self.claim.reserve)()
-        self.claim.confirm(using)
+        alias = using or DEFAULT_DB_ALIAS
+        async_to_sync(self.claim.reserve)(alias)
+        self.claim.confirm(alias)
 
     async def aclaim_answer(self) -> None:
         """The async twin of :meth:`claim_answer`, for a handler that commits its effect itself (an external
         call, say) after awaiting it: no transaction is joined, so a crash after the commit may lose the
         record."""
         if self.claim is not None:
-            await self.claim.reserve()
+            await self.claim.reserve(None)
 
     def _require(self, capability: str) -> None:
         if capability not in self.session.client_capabilities:

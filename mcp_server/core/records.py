@@ -152,6 +152,16 @@ class Ledger(ABC):
                 async_to_sync(self.asettle)(record, state, outcome)
         return refused
 
+    def joins(self, using: str) -> bool:
+        """Whether :meth:`record_answer` can write in a transaction on database ``using`` (default: no)."""
+        return False
+
+    def record_answer(self, record: LedgerRecord, using: str, *, insert: bool) -> bool:
+        """In the caller's thread and transaction on ``using`` (see :meth:`joins`): store ``record`` as
+        answered, so that it commits or rolls back with the caller's writes: ``insert`` it so (its pending row
+        was never written), or move its stored row from pending. ``False``: that row was settled already."""
+        raise NotImplementedError(f"{type(self).__name__} cannot join a transaction")
+
     async def awrite_batch(
         self, inserts: list[LedgerRecord], updates: list[LedgerRecord]
     ) -> list[LedgerRecord]:

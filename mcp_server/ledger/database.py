@@ -194,6 +194,17 @@ class DatabaseLedger(Ledger):
                         refused.append(record)
         return refused
 
+    def joins(self, using: str) -> bool:
+        return using == router.db_for_write(self.model)
+
+    def record_answer(self, record: LedgerRecord, using: str, *, insert: bool) -> bool:
+        answered = {"state": State.ANSWERED, "outcome": {"result": True}, "settled_at": timezone.now()}
+        rows = self.model.objects.using(using)
+        if insert:
+            record.pk = rows.create(**(_row_values(record) | answered)).pk
+            return True
+        return bool(rows.filter(pk=record.pk, state=State.PENDING).update(**answered))
+
     def _insert(self, connection: Any, records: list[LedgerRecord]) -> None:
         model = self.model
         if not connection.features.can_return_rows_from_bulk_insert:

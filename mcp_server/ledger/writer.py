@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from django.db import close_old_connections
+from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from ..core.records import DuplicateRequest, Ledger, LedgerRecord, make_storable
@@ -79,6 +79,10 @@ class LedgerWriter(BatchLoop):
         self._flushing: dict[int, LedgerRecord] = {}
         self._in_doubt: dict[int, LedgerRecord] = {}
         self._attempts: dict[int, int] = {}
+        self._adopted: dict[int, tuple[LedgerRecord, bool]] = {}
+        """Records a handler's transaction stores as answered (``claim_answer``): record, and whether the
+        transaction inserts it (its pending row was still queued) rather than updating its row."""
+        self._committed: set[int] = set()
         self._lock = asyncio.Lock()
         self.dropped = 0
         """Records dropped because the store refused them :data:`MAX_ATTEMPTS` times."""
@@ -107,12 +111,14 @@ class LedgerWriter(BatchLoop):
             *self._updates.values(),
             *self._flushing.values(),
             *self._in_doubt.values(),
+            *(record for record, _insert in self._adopted.values()),
         ]
         return {r.session_id for r in records if r.session_id is not None}
 
     def oldest_unwritten(self) -> datetime | None:
         """When the oldest request whose first write is not done yet arrived (``None``: none is left)."""
         records = [*self._inserts.values(), *self._writing.values(), *self._in_doubt.values()]
+        records += [record for record, insert in self._adopted.values() if insert]
         times = [r.created for r in records if r.created is not None]
         return min(times) if times else None
 
@@ -127,9 +133,39 @@ class LedgerWriter(BatchLoop):
         self._inserts[id(record)] = record
         self._wake()
 
+    def adopt(self, record: LedgerRecord, using: str) -> bool:
+        """On the event loop, before a handler's transaction on ``using`` stores ``record`` as answered
+        (:meth:`answer_within`): whether it can. It can when the ledger writes in that database and the record
+        is not being written right now; a record still queued is taken out of the queue (the transaction
+        inserts it)."""
+        key = id(record)
+        if not self.ledger.joins(using) or key in self._writing or key in self._in_doubt:
+            return False
+        if key in self._inserts:
+            self._adopted[key] = (self._inserts.pop(key), True)
+            return True
+        if record.pk is None:  # its pending row was refused, or is in doubt: it is recorded behind
+            return False
+        self._adopted[key] = (record, False)
+        return True
+
+    def answer_within(self, record: LedgerRecord, using: str) -> bool:
+        """In the handler's thread and transaction: store ``record`` as answered (see :meth:`adopt`).
+        ``False``: its row was settled meanwhile by another worker (the caller rolls back)."""
+        key = id(record)
+        _record, insert = self._adopted[key]
+        transaction.on_commit(functools.partial(self._committed.add, key), using=using)
+        return self.ledger.record_answer(record, using, insert=insert)
+
     async def settled(self, record: LedgerRecord) -> None:
         """A request was settled (``record.state``, ``outcome`` and ``settled_at`` are set)."""
         key = id(record)
+        adopted = self._adopted.pop(key, None)
+        if adopted is not None:
+            committed = key in self._committed
+            self._committed.discard(key)
+            if adopted[1] and not committed:  # its insert rolled back with the handler's transaction
+                record.pk = None
         if key in self._in_doubt:
             return  # its write outlived its wait: the settlement follows once that write lands
         if self.write_through:

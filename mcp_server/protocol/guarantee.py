@@ -56,7 +56,7 @@ async def answer(ctx: Context, seconds: float | None = None) -> tuple[dict[str, 
     the request) is answered ``input_required``: a settled answer, like any result.
     """
     chain = get_chain(tuple(mcp_settings.MIDDLEWARE))
-    scope = asyncio.timeout(seconds)
+    scope = ctx.deadline = asyncio.timeout(seconds)
     try:
         async with scope:
             if ctx.rounds is None:

@@ -18,6 +18,7 @@ from ..core.stores import StoreUnavailable, bounded
 from ..wire.errors import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, JSONRPCError
 from ..wire.jsonrpc import JSONRPCRequest, error_response, result_response
 from ..wire.versions import negotiate
+from .claims import RequestClaim
 from .guarantee import answer, deadline_for, name_of
 from .lifecycle import initialize_result
 from .peer import RequestPeer
@@ -145,6 +146,7 @@ async def start_request(
         client=session.client_label,
     )
     peer.entry = entry
+    ctx.claim = RequestClaim(runtime.requests, entry, ctx)
     if entry.state == "pending":  # a cancel that overtook it has settled it already
         entry.task = asyncio.create_task(
             serve_request(runtime, entry, ctx, seconds), name=f"mcp {message.method} {message.id!r}"

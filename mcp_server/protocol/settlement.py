@@ -34,7 +34,7 @@ from ..core.records import (
 from ..core.rounds import round_token
 from ..core.states import State
 from ..core.stores import StoreUnavailable
-from ..wire.errors import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_ABORTED, JSONRPCError
+from ..wire.errors import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_ABORTED, JSONRPCError, RequestSettled
 from ..wire.jsonrpc import MAX_METHOD_LENGTH, Reply, RequestId, encode_reply, error_response, id_problem
 
 __all__ = [
@@ -82,6 +82,12 @@ class RecordSink(Protocol):
 
     async def settled(self, record: LedgerRecord) -> None:
         """A request was settled."""
+
+    def adopt(self, record: LedgerRecord, using: str) -> bool:
+        """Whether a transaction on ``using`` can store ``record`` as answered (then it must)."""
+
+    def answer_within(self, record: LedgerRecord, using: str) -> bool:
+        """In that transaction: store ``record`` as answered; ``False`` if it was settled meanwhile."""
 
 
 def closed_response(request_id: RequestId, reason: str) -> dict[str, Any]:
@@ -143,6 +149,8 @@ class PendingRequest:
     state: str = PENDING
     reply: Reply | None = None
     """Once settled with a response: the response as sent, and its bytes (transports send these)."""
+    claimed: bool = False
+    """Its handler claimed its answer (``Context.claim_answer``): only the request's own task settles it."""
 
     @property
     def session_id(self) -> str | None:
@@ -263,7 +271,7 @@ class RequestTable:
         error :func:`~mcp_server.wire.jsonrpc.encode_reply` makes of it, and that is what is both delivered
         and recorded.
         """
-        if entry.state != PENDING:
+        if entry.state != PENDING or (entry.claimed and asyncio.current_task() is not entry.task):
             return False
         entry.state = state
         if response is not None:
@@ -298,6 +306,14 @@ class RequestTable:
             except Exception:  # the reply went out; the record converges when the store answers
                 logger.exception("could not record the settlement of %r", entry.request_id)
         return True
+
+    def claim(self, entry: PendingRequest) -> None:
+        """The handler claims the request's answer before its writes commit: from now on, a cancel, the end
+        of the session, an operator's abort or shutdown no longer settle it; its own task does, with the
+        handler's result. Raises :class:`RequestSettled` if one of them did already."""
+        if entry.state != PENDING:
+            raise RequestSettled(entry.state)
+        entry.claimed = True
 
     async def cancel(self, session_id: str | None, key: str, *, remember: bool = True) -> bool:
         """The client cancelled: stop the request and send nothing for it. ``initialize`` is not cancellable.

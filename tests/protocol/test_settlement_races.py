@@ -43,21 +43,11 @@ any more:
 from __future__ import annotations
 
 import asyncio
-import copy
-import os
-import subprocess
-import sys
-import xml.etree.ElementTree as ET
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
-from django.core.cache import caches
-from django.db import connection, connections
 from django.utils import timezone
 
 from mcp_server.admin_live import operations
@@ -68,17 +58,19 @@ from mcp_server.ledger.upkeep import Upkeep
 from mcp_server.protocol.settlement import aborted_response
 from mcp_server.wire.errors import INVALID_REQUEST, JSONRPCError
 from mcp_server.wire.jsonrpc import error_response
-from tests import live
+from tests.services_rerun import expected_tests, rerun_on_services
 from tests.settlement_helpers import (
     ANSWERED,
-    GATES,
+    BACKENDS,
     HANDLERS,
     ORPHAN_OUTCOME,
     OUTCOMES,
+    WRITE_BEHIND,
     Outcome,
     Request,
-    Worker,
+    World,
     after_lease,
+    by_name,
     compete,
     dies,
     fence,
@@ -88,7 +80,6 @@ from tests.settlement_helpers import (
     new_worker,
     open_request,
     outcome_of,
-    stop_worker,
     stopped,
     stored,
     winner_reply,
@@ -96,19 +87,10 @@ from tests.settlement_helpers import (
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ON_SERVICES = os.environ.get("MCP_RACES_ON_SERVICES") == "1"
-"""Set in the child pytest: the ledger on PostgreSQL / Redis, the channel layer on Redis."""
-BACKENDS = {
-    "database": "mcp_server.ledger.database.DatabaseLedger",
-    "cache": "mcp_server.ledger.cache.CacheLedger",
-}
 PENDING = State.PENDING.value
 CANCELLED = State.CANCELLED.value
 CLOSED = State.CLOSED.value
 ABORTED = State.ABORTED.value
-WRITE_BEHIND = 60.0
-"""The writers' interval unless a test says otherwise: the test writes the ledger (``writer.flush()``) when it
-chooses, and the background loop would wait a minute."""
 ROUNDS = 16
 SKEWS: list[int | float] = [0, 1, 4, 16, 64, 256, 1024, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 2, 8, 32]
 """How late one side starts in each round (A's handler in even rounds, B in odd ones): loop turns (int) or
@@ -121,8 +103,6 @@ FAST_DEADLINE = 0.02
 """``REQUEST_TIMEOUT`` in the rounds of the deadline: the skews straddle it."""
 REFUSAL = "Request id 7 is already in flight in this session"
 
-by_name = pytest.mark.parametrize("outcome", OUTCOMES, ids=[o.name for o in OUTCOMES])
-
 
 async def after(skew: float) -> None:
     """Let ``skew`` loop turns (int) or seconds (float) pass."""
@@ -130,65 +110,6 @@ async def after(skew: float) -> None:
         await asyncio.sleep(skew)
     for _ in range(skew if isinstance(skew, int) else 0):
         await asyncio.sleep(0)
-
-
-@dataclass
-class World:
-    session_id: str
-    a: Worker
-    b: Worker
-    backend: str
-    others: list[Worker] = field(default_factory=list)
-
-    @property
-    def on_sqlite(self) -> bool:
-        """Whether the database ledger is on SQLite (in this process, not in the child)."""
-        return self.backend == "database" and connection.vendor == "sqlite"
-
-
-@pytest.fixture(params=list(BACKENDS))
-def backend(request: pytest.FixtureRequest, settings: Any) -> str:
-    settings.MCP_SERVER = {
-        **settings.MCP_SERVER,
-        "LEDGER_BACKEND": BACKENDS[request.param],
-        # No lease runs out unless a test says so (``lease_runs_out``); the tests settle orphans themselves.
-        "LEASE_TIMEOUT": 3600.0,
-    }
-    settings.CHANNEL_LAYERS = copy.deepcopy(settings.CHANNEL_LAYERS)  # a fresh layer, in this test's loop
-    cache = caches[mcp_settings.LEDGER_CACHE_ALIAS]
-    if ON_SERVICES:  # prove the child really runs on the services (its keys are under its own prefix)
-        assert connection.vendor == "postgresql"
-        assert type(cache).__name__ == "RedisCache"
-        assert settings.CHANNEL_LAYERS["default"]["BACKEND"] == "channels_redis.core.RedisChannelLayer"
-    else:
-        assert type(cache).__name__ == "LocMemCache"
-        assert settings.CHANNEL_LAYERS["default"]["BACKEND"] == "channels.layers.InMemoryChannelLayer"
-        cache.clear()
-    return str(request.param)
-
-
-@pytest.fixture
-def flush(request: pytest.FixtureRequest) -> float:
-    """``LEDGER_FLUSH_INTERVAL`` of both workers (parametrized indirectly)."""
-    return float(getattr(request, "param", WRITE_BEHIND))
-
-
-@pytest.fixture
-async def world(backend: str, flush: float) -> AsyncIterator[World]:
-    a, b = await new_worker("a", flush), await new_worker("b", flush)
-    world = World(await new_session(), a, b, backend)
-    yield world
-    for gate in GATES.values():  # no handler thread outlives its test
-        gate.open()
-    for worker in (a, b, *world.others):
-        await stop_worker(worker)
-    GATES.clear()
-    layer = get_channel_layer(mcp_settings.CHANNEL_LAYER)
-    if hasattr(layer, "close_pools"):
-        await layer.close_pools()
-    # The ORM thread's connection (sessions are rows whatever the ledger), so that PostgreSQL can drop the
-    # test database.
-    await sync_to_async(connections.close_all)()
 
 
 async def pending_in_ledger(request: Request) -> bool:
@@ -567,52 +488,7 @@ async def test_messages_reach_the_holder_while_a_consumer_of_its_process_waits(w
 # -- the same tests on PostgreSQL and Redis -----------------------------------------------------------------
 
 
-def expected_children() -> int:
-    """How many tests the child runs: each test of this module, once per value of each parametrize (and per
-    backend, unless a parametrize names it)."""
-    total = 0
-    for name, fn in globals().items():
-        if name.startswith("test_") and fn is not test_every_race_on_postgresql_and_redis:
-            count, names = 1, set()
-            for mark in getattr(fn, "pytestmark", []):
-                if mark.name == "parametrize":
-                    argnames = mark.args[0]
-                    names |= {
-                        n.strip() for n in (argnames.split(",") if isinstance(argnames, str) else argnames)
-                    }
-                    count *= len(mark.args[1])
-            total += count * (1 if "backend" in names else len(BACKENDS))
-    return total
-
-
 def test_every_race_on_postgresql_and_redis(tmp_path: Path) -> None:
-    assert not ON_SERVICES, "the child deselects this test"
-    live.require_services()
-    report, this = tmp_path / "child.xml", test_every_race_on_postgresql_and_redis
-    module = str(Path(__file__).relative_to(live.ROOT))
-    with live.postgres_database() as database, live.redis_namespace() as prefix:
-        env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
-        env.update(
-            DATABASE_URL=database,
-            REDIS_URL=live.REDIS_URL,
-            MCP_TEST_REDIS_PREFIX=prefix,
-            MCP_RACES_ON_SERVICES="1",
-            PYTHONPATH=str(live.ROOT),
-        )
-        child = subprocess.run(
-            [
-                *(sys.executable, "-m", "pytest", module, "-q", "-p", "no:cacheprovider"),
-                *(f"--junitxml={report}", f"--deselect={module}::{this.__name__}"),
-            ],
-            cwd=live.ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-    output = child.stdout[-20000:] + child.stderr[-5000:]
-    assert child.returncode == 0, output
-    suite = ET.parse(report).getroot().find("testsuite")
-    assert suite is not None, output
-    counts = {key: int(suite.get(key, "0")) for key in ("tests", "failures", "errors", "skipped")}
-    assert counts == {"tests": expected_children(), "failures": 0, "errors": 0, "skipped": 0}, output
+    this = test_every_race_on_postgresql_and_redis
+    expected = expected_tests(globals(), this, len(BACKENDS))
+    rerun_on_services(__file__, this, tmp_path, expected)
