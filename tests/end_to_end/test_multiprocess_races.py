@@ -202,6 +202,10 @@ class Gates:
         """Wait until the gated handler has returned; what it returned."""
         return (await self._pop("done", gate)).decode()
 
+    async def written(self, gate: str) -> str:
+        """Wait until a ``race_write`` handler's transaction has ended: ``committed`` or ``rolled back``."""
+        return (await self._pop("written", gate)).decode()
+
     async def has_finished(self, gate: str) -> bool:
         return bool(await self.redis.llen(self.key("done", gate)))
 
@@ -419,6 +423,17 @@ def assert_winner_reply(response: httpx.Response, mode: str, action: str, reques
     assert {k: v for k, v in messages[0]["error"].items() if k != "data"} == error, messages
     if action == "deadline":
         assert messages[0]["error"]["data"] == {"timeout": DEADLINE}
+
+
+async def author_exists(site: Site, name: str) -> bool:
+    async with await psycopg.AsyncConnection.connect(site.database) as db:
+        cursor = await db.execute("SELECT 1 FROM catalogue_author WHERE name = %s", (name,))
+        return await cursor.fetchone() is not None
+
+
+def write_call(gate: str, tool: str, claim: str) -> dict[str, Any]:
+    arguments = {"gate": gate, "name": f"Author written through {gate}", "claim": claim}
+    return rpc("tools/call", {"name": tool, "arguments": arguments}, 1)
 
 
 # -- order 1: the competing settlement wins while the handler runs ----------------------------------------
@@ -801,3 +816,61 @@ async def test_a_pending_id_is_refused_on_another_worker_and_free_once_settled(
         assert sorted(json.dumps(outcome, sort_keys=True) for _, outcome in outcomes) == sorted(
             json.dumps(o, sort_keys=True) for o in [{"error": refusal}, *[{"result": True}] * 3]
         )
+
+
+# -- writes: a request's settlement and its handler's transaction agree (Context.claim_answer) ---------------
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+async def test_a_write_whose_request_ended_before_its_claim_rolls_back(
+    action: str, site: Site, http: httpx.AsyncClient, gates: Gates
+) -> None:
+    a, b = site.pair("sse")
+    session = await open_session(http, a)
+    gate = gates.new()
+    tool = "race_write_deadline" if action == "deadline" else "race_write"
+    call = asyncio.ensure_future(session.post(a, write_call(gate, tool, "late")))
+    await gates.started(gate)
+    pk = await pending_pk(site, session.id, 1)
+    await compete(action, session, b, 1, pk)
+    assert_winner_reply(await asyncio.wait_for(call, REPLY_WITHIN), "sse", action, 1)
+
+    await gates.open(gate)
+    assert await gates.written(gate) == "rolled back"
+    assert not await author_exists(site, f"Author written through {gate}")
+    state, error = WINNERS[action]
+    decided = await settled_entry(site, pk)
+    assert (decided.state, decided.outcome) == (state, outcome_of(error))
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+async def test_a_write_that_claimed_its_answer_commits_and_is_recorded_answered(
+    action: str, site: Site, http: httpx.AsyncClient, gates: Gates
+) -> None:
+    a, b = site.pair("sse")
+    session = await open_session(http, a)
+    gate = gates.new()
+    tool = "race_write_deadline" if action == "deadline" else "race_write"
+    call = asyncio.ensure_future(session.post(a, write_call(gate, tool, "early")))
+    assert await gates.written(gate) == "committed"
+    started = await gates.started(gate)  # the handler runs on after its commit, until the gate opens
+    assert await author_exists(site, f"Author written through {gate}")
+    pk = started["pk"] if site.uses_database_ledger else await pending_pk(site, session.id, 1)
+    if site.uses_database_ledger:  # its record was written answered in the write's own transaction
+        assert (await ledger_entry(site, pk)).state == "answered"
+    if action == "deadline":  # disarmed by the claim: no event marks the moment it would have fired
+        await asyncio.sleep(DEADLINE + 0.2)
+    else:
+        await compete(action, session, b, 1, pk)
+    assert not call.done()
+
+    await gates.open(gate)
+    response = await asyncio.wait_for(call, REPLY_WITHIN)
+    assert_framing(response, "sse")
+    answers = messages_of(response)
+    if action == "delete":  # the session's streams are closed with it; the answer went nowhere
+        assert all("error" not in m for m in answers), answers
+    else:
+        assert gate_answers(response) == [(1, f"gate {gate} opened")]
+    decided = await settled_entry(site, pk)
+    assert (decided.state, decided.outcome) == ("answered", {"result": True})

@@ -262,6 +262,40 @@ def race_gate_deadline(gate: str, ctx: Context) -> str:
     return _race_gate(gate, ctx)
 
 
+def _race_write(gate: str, name: str, ctx: Context, claim: str) -> str:
+    """``late``: block on ``gate`` (as ``race_gate``), then create the author ``name`` and claim the answer in
+    one transaction; ``early``: create, claim and commit first, then block. Pushes ``committed`` or
+    ``rolled back`` on ``race:written:<gate>``."""
+    from django.db import transaction
+
+    from mcp_server.wire.errors import RequestSettled
+    from project.catalogue.models import Author
+
+    result = _race_gate(gate, ctx) if claim == "late" else f"gate {gate} opened"
+    client = _race_redis()
+    try:
+        with transaction.atomic():
+            Author.objects.create(name=name)
+            ctx.claim_answer()
+    except RequestSettled:
+        client.rpush(_race_key("written", gate), "rolled back")
+        raise
+    client.rpush(_race_key("written", gate), "committed")
+    return _race_gate(gate, ctx) if claim == "early" else result
+
+
+@mcp.tool
+def race_write(gate: str, name: str, ctx: Context, claim: str = "late") -> str:
+    """A write that claims its answer before it commits (tests/end_to_end/test_multiprocess_races.py)."""
+    return _race_write(gate, name, ctx, claim)
+
+
+@mcp.tool(timeout=1.0)
+def race_write_deadline(gate: str, name: str, ctx: Context, claim: str = "late") -> str:
+    """``race_write`` with a 1 s deadline."""
+    return _race_write(gate, name, ctx, claim)
+
+
 # -- hostile input (tests/transports/test_hostile_http.py) ---------------------------------------------------
 
 
