@@ -36,6 +36,15 @@ def claim_answer(ctx: Context | None, using: str) -> None:
         ctx.claim_answer(using=using)
 
 
+def sent(ctx: Context | None, arguments: Mapping[str, Any]) -> set[str]:
+    """The arguments the client gave, ``null`` included (``null`` clears a nullable field; an argument left
+    out leaves the field as it is). Without a request (a unit test), those that are not ``None``."""
+    given = ctx.params.get("arguments") if ctx is not None else None
+    if isinstance(given, dict):
+        return set(given)
+    return {key for key, value in arguments.items() if value is not None}
+
+
 def validation_message(error: ValidationError, verbose_name: str) -> str:
     """``Invalid book: title: This field cannot be blank.; year: ...`` — one entry per failing field."""
     if hasattr(error, "error_dict"):
@@ -164,7 +173,8 @@ def register_writes(
 
         async def create_row(**arguments: Any) -> Any:
             ctx: Context = arguments.pop("ctx")
-            given = {k: v for k, v in arguments.items() if k in writable and v is not None}
+            names = sent(ctx, arguments) & writable.keys()
+            given = {k: v for k, v in arguments.items() if k in names}
             return await sync_to_async(create_sync)(ctx, given)
 
         register(
@@ -195,7 +205,9 @@ def register_writes(
             ctx: Context = arguments.pop("ctx")
             value = arguments.pop(key_name)
             changes = {
-                k: v for k, v in arguments.items() if k in writable and k != key_name and v is not None
+                k: v
+                for k, v in arguments.items()
+                if k in sent(ctx, arguments) and k in writable and k != key_name
             }
             return await sync_to_async(update_sync)(ctx, value, changes)
 

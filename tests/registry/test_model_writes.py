@@ -96,8 +96,13 @@ async def test_validation_errors_name_each_failing_field(site: Fixtures) -> None
         too_long = await client.call_tool("shelf_update", {"isbn": "W-2", "title": "x" * 301})
         assert too_long.is_error
         assert "title: Ensure this value has at most 300 characters (it has 301)." in too_long.content[0].text
+        # null is passed on, not taken for "left out": it would clear a nullable field; year is not one
+        nulled = await client.call_tool("shelf_update", {"isbn": "W-2", "year": None})
+        assert nulled.is_error
+        assert nulled.content[0].text == "Invalid book: year: This field cannot be null."
         got = await client.call_tool("shelf_get", {"isbn": "W-2"})
         assert got.structured_content["title"] == "Unique"  # nothing written
+        assert got.structured_content["year"] == 1990
 
 
 async def test_a_failing_save_leaves_nothing(site: Fixtures) -> None:
