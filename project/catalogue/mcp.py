@@ -6,9 +6,10 @@ from django.db import transaction
 from django.db.models import F, Q
 from pydantic import BaseModel
 
-from mcp_server import Context, ToolError, expose_model, mcp
+from mcp_server import Context, ToolError, expose_form, expose_model, mcp
 from project.mcp_servers import staff
 
+from .forms import AuthorForm, ReturnForm, return_book
 from .models import Book, Loan
 
 
@@ -60,8 +61,9 @@ def reserve_book(book_id: int, borrower: str, ctx: Context) -> str:
         if not updated:
             raise ToolError(f"Book {book_id} does not exist or has no copy left")
         book = Book.objects.get(pk=book_id)
-        Loan.objects.create(book=book, borrower=borrower)
-    return f"Reserved {book.title!r} for {borrower}; {book.copies_available} copies left."
+        loan = Loan.objects.create(book=book, borrower=borrower)
+        ctx.claim_answer()  # last: a request cancelled before this point rolls the reservation back
+    return f"Reserved {book.title!r} for {borrower} (loan {loan.pk}); {book.copies_available} copies left."
 
 
 @mcp.resource("catalogue://books/{pk}", mime_type="application/json", title="A book")
@@ -112,3 +114,9 @@ expose_model(
     ordering=["created"],
     name="loans",
 )
+
+
+# -- forms as tools: a ModelForm saves the row; a plain Form's handler does the work ---------------------
+
+expose_form(mcp, AuthorForm, name="add_author")  # needs catalogue.add_author
+expose_form(mcp, ReturnForm, name="return_book", handler=return_book, permission="catalogue.delete_loan")

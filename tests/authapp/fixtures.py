@@ -38,6 +38,7 @@ def make() -> dict[str, Any]:
     carol = user(
         "carol", "catalogue.view_book", "catalogue.add_book", "catalogue.change_book", "catalogue.add_author"
     )
+    dora = user("dora", "catalogue.delete_loan")
     gone = user("gone", is_active=False)
     day = timedelta(days=1)
     for key, owner, kwargs in [
@@ -50,6 +51,7 @@ def make() -> dict[str, Any]:
         ("bob_to_revoke", bob, {}),
         ("gone", gone, {}),
         ("carol", carol, {}),
+        ("dora", dora, {}),
         ("carol_reads", carol, {"scopes": ["tool:shelf_list", "tool:shelf_get"]}),
     ]:
         token, plain = AccessToken.objects.create_token(owner, key, **kwargs)

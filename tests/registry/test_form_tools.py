@@ -94,3 +94,36 @@ async def test_a_model_form_saves_in_a_transaction(site: Fixtures) -> None:
         with_receiver = await client.call_tool("author_add", {"name": "Rollback Me"})
         assert with_receiver.is_error
         assert "already exists" not in with_receiver.content[0].text
+
+
+async def test_the_demo_sites_form_tools(site: Fixtures) -> None:
+    """project/catalogue: ``return_book`` (a Form whose handler ends a loan and claims its answer, needs
+    ``catalogue.delete_loan``: dora has it) and ``add_author`` (a ModelForm: carol may add authors)."""
+    server, data = site
+    async with sdk_client(server.url, data["tokens"]["dora"]) as client:
+        tools = {tool.name for tool in (await client.list_tools()).tools}
+        assert "return_book" in tools
+        assert "add_author" not in tools
+        [book] = (await client.call_tool("search_books", {"query": "", "limit": 1})).structured_content[
+            "result"
+        ]
+        reserved = await client.call_tool("reserve_book", {"book_id": book["id"], "borrower": "Dora"})
+        assert not reserved.is_error, reserved
+        loan = int(reserved.content[0].text.split("(loan ", 1)[1].split(")", 1)[0])
+
+        wrong = await client.call_tool("return_book", {"loan": loan, "borrower": "Somebody Else"})
+        assert wrong.is_error
+        assert wrong.content[0].text == "Invalid input: __all__: This loan is not in that borrower's name."
+        returned = await client.call_tool("return_book", {"loan": loan, "borrower": "Dora"})
+        assert not returned.is_error, returned
+        assert returned.structured_content == {"returned": book["title"], "by": "Dora"}
+        again = await client.call_tool("return_book", {"loan": loan, "borrower": "Dora"})
+        assert again.is_error
+        assert again.content[0].text.startswith("Invalid input: loan: Select a valid choice.")
+        after = await client.call_tool("get_book", {"book_id": book["id"]})
+        assert after.structured_content["copies_available"] == book["copies_available"]
+    async with sdk_client(server.url, data["tokens"]["carol"]) as client:
+        added = await client.call_tool("add_author", {"name": "An Author Added Through The Demo"})
+        assert not added.is_error, added
+        assert added.structured_content["name"] == "An Author Added Through The Demo"
+        assert isinstance(added.structured_content["id"], int)
