@@ -6,9 +6,10 @@ from django.db import transaction
 from django.db.models import F, Q
 from pydantic import BaseModel
 
-from mcp_server import Context, ToolError, expose_model, mcp
+from mcp_server import Context, ToolError, expose_model, expose_viewset, mcp
 from project.mcp_servers import staff
 
+from .api import BookViewSet
 from .models import Book, Loan
 
 
@@ -112,3 +113,8 @@ expose_model(
     ordering=["created"],
     name="loans",
 )
+
+
+# -- the catalogue's REST API (project/catalogue/api.py, also served at /api/books/) as tools ---------------
+
+expose_viewset(mcp, BookViewSet, name="catalogue_books")

@@ -35,6 +35,7 @@ def make() -> dict[str, Any]:
     alice = user("alice")
     bob = user("bob", "catalogue.add_loan", "catalogue.view_book", "catalogue.view_loan")
     sam = user("sam", is_staff=True)
+    dave = user("dave")
     carol = user(
         "carol", "catalogue.view_book", "catalogue.add_book", "catalogue.change_book", "catalogue.add_author"
     )
@@ -50,7 +51,9 @@ def make() -> dict[str, Any]:
         ("bob_to_revoke", bob, {}),
         ("gone", gone, {}),
         ("carol", carol, {}),
+        ("dave", dave, {}),
         ("carol_reads", carol, {"scopes": ["tool:shelf_list", "tool:shelf_get"]}),
+        ("carol_drf_reads", carol, {"scopes": ["tool:drf_books_list", "tool:drf_books_retrieve"]}),
     ]:
         token, plain = AccessToken.objects.create_token(owner, key, **kwargs)
         out["tokens"][key] = plain
