@@ -3,10 +3,11 @@
 
 The method, query string and JSON body are the tool call's; the client's address, host, scheme and headers
 (user agent, ``X-Forwarded-For``, language) are those of the MCP request, so that throttles keyed on the
-address and links built by paginators behave as over HTTP. The caller is forced in the way DRF's own
+address and links built by paginators behave as over HTTP. A signed-in caller is forced in the way DRF's own
 ``force_authenticate`` does it (``_force_auth_user``/``_force_auth_token``, read by ``Request.__init__``): the
 viewset's ``authentication_classes`` do not run, because the MCP endpoint already authenticated the caller
-(``ctx.user``, and ``ctx.request.auth`` as ``request.auth``).
+(``ctx.user``, and ``ctx.request.auth`` as ``request.auth``). The MCP request's ``Authorization`` header and
+cookies are not passed on.
 """
 
 from __future__ import annotations
@@ -26,7 +27,14 @@ from ..core.context import Context
 
 __all__ = ["build_request", "query_string"]
 
-_SKIPPED_HEADERS = {"HTTP_ACCEPT", "HTTP_CONTENT_TYPE", "HTTP_CONTENT_LENGTH", "HTTP_COOKIE"}
+_SKIPPED_HEADERS = {
+    "HTTP_ACCEPT",
+    "HTTP_AUTHORIZATION",
+    "HTTP_CONTENT_TYPE",
+    "HTTP_CONTENT_LENGTH",
+    "HTTP_COOKIE",
+}
+"""The MCP request's credentials stay with it: the viewset is given the caller, not the caller's token."""
 
 
 def query_string(query: Mapping[str, Any]) -> str:
@@ -50,7 +58,9 @@ def _environ(source: HttpRequest | None) -> dict[str, Any]:
             "wsgi.url_scheme": "http",
         }
     meta = source.META
-    environ = {key: value for key, value in meta.items() if key.startswith("HTTP_") and isinstance(value, str)}
+    environ = {
+        key: value for key, value in meta.items() if key.startswith("HTTP_") and isinstance(value, str)
+    }
     for key in _SKIPPED_HEADERS:
         environ.pop(key, None)
     environ.update(
@@ -88,6 +98,9 @@ def build_request(
     request = WSGIRequest(environ)
     user = ctx.user if ctx.user is not None else AnonymousUser()
     request.user = user
-    request._force_auth_user = user  # type: ignore[attr-defined]
-    request._force_auth_token = getattr(ctx.request, "auth", None)  # type: ignore[attr-defined]
+    if getattr(user, "is_authenticated", False):
+        request._force_auth_user = user  # type: ignore[attr-defined]
+        request._force_auth_token = getattr(ctx.request, "auth", None)  # type: ignore[attr-defined]
+    # An anonymous caller is not forced: the viewset's authenticators find no credential, as over HTTP for a
+    # request without one, so that a refusal says "Authentication credentials were not provided."
     return request

@@ -116,10 +116,12 @@ class _Caller:
         if self.route.action == "list" and isinstance(data, list):
             return {"items": data}
         if self.route.extra:
-            text = [mt.TextContent(type="text", text=json.dumps(data, ensure_ascii=False))]
+            text: list[mt.ContentBlock] = []
+            if data is not None:
+                text.append(mt.TextContent(type="text", text=json.dumps(data, ensure_ascii=False)))
             if isinstance(data, dict):
                 return mt.CallToolResult(content=text, structured_content=data)
-            return mt.CallToolResult(content=text) if data is not None else mt.CallToolResult(content=[])
+            return mt.CallToolResult(content=text)
         return data
 
 
@@ -148,8 +150,12 @@ def expose_viewset(
     permission on top of the viewset's own (default ``None``: the viewset's decide), one for all tools or a
     mapping by action. ``descriptions``, ``annotations``: per action, override the defaults.
     """
-    if not (isinstance(viewset, type) and issubclass(viewset, ViewSetMixin) and hasattr(viewset, "get_object")):
-        raise TypeError(f"expose_viewset: {viewset!r} is not a GenericViewSet (ViewSetMixin + GenericAPIView)")
+    if not (
+        isinstance(viewset, type) and issubclass(viewset, ViewSetMixin) and hasattr(viewset, "get_object")
+    ):
+        raise TypeError(
+            f"expose_viewset: {viewset!r} is not a GenericViewSet (ViewSetMixin + GenericAPIView)"
+        )
     routes = routes_of(viewset, basename=name, only=list(actions) if actions is not None else None)
     model = model_of(viewset)
     using = router.db_for_write(model) if model is not None else DEFAULT_DB_ALIAS
@@ -159,10 +165,7 @@ def expose_viewset(
     names: list[str] = []
     for route in routes:
         tool_name = f"{name}_{route.action}"
-        if isinstance(permission, Mapping):
-            tool_permission = permission.get(route.action)
-        else:
-            tool_permission = permission
+        tool_permission = permission.get(route.action) if isinstance(permission, Mapping) else permission
         if not route.extra:
             hints: dict[str, Any] = dict(DEFAULT_ANNOTATIONS[route.action])
         elif route.writes:

@@ -22,11 +22,11 @@ from rest_framework.response import Response
 from project.catalogue.models import Author, Book, Loan
 
 
-class AuthorSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+class AuthorSerializer(serializers.ModelSerializer):
     class Meta:
         model = Author
         fields = ["id", "name"]
-        extra_kwargs = {"name": {"validators": []}}  # an existing author is reused by name
+        extra_kwargs: dict[str, dict[str, Any]] = {"name": {"validators": []}}  # an existing author is reused by name
 
     def validate_name(self, value: str) -> str:
         if not value[:1].isupper():
@@ -34,7 +34,7 @@ class AuthorSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         return value
 
 
-class ShelfSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+class ShelfSerializer(serializers.ModelSerializer):
     author = AuthorSerializer()
     cover = serializers.ChoiceField(
         choices=[("paper", "Paperback"), ("hard", "Hardcover")], write_only=True, default="paper"
@@ -70,7 +70,7 @@ class ShelfSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         return book
 
 
-class RestockSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class RestockSerializer(serializers.Serializer):
     copies = serializers.IntegerField(min_value=1, max_value=10)
 
 
@@ -89,7 +89,7 @@ class ShelfPages(pagination.PageNumberPagination):
     page_size = 3
 
 
-class ShelfViewSet(viewsets.ModelViewSet):  # type: ignore[type-arg]
+class ShelfViewSet(viewsets.ModelViewSet):
     queryset = Book.objects.select_related("author")
     serializer_class = ShelfSerializer
     permission_classes = [MayEditCatalogue]
@@ -110,7 +110,7 @@ class ShelfViewSet(viewsets.ModelViewSet):  # type: ignore[type-arg]
         return Response({"id": book.pk, "copies_available": book.copies_available})
 
 
-class LoanSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+class LoanSerializer(serializers.ModelSerializer):
     book_title = serializers.CharField(source="book.title", read_only=True)
 
     class Meta:
@@ -135,7 +135,7 @@ class LoanPages(pagination.CursorPagination):
     ordering = "id"
 
 
-class LoanViewSet(viewsets.ModelViewSet):  # type: ignore[type-arg]
+class LoanViewSet(viewsets.ModelViewSet):
     serializer_class = LoanSerializer
     permission_classes = [OwnLoansOnly]
     pagination_class = LoanPages
@@ -156,7 +156,7 @@ class FewCallsThrottle(throttling.UserRateThrottle):
     rate = "3/min"
 
 
-class AuthorViewSet(viewsets.ReadOnlyModelViewSet):  # type: ignore[type-arg]
+class AuthorViewSet(viewsets.ReadOnlyModelViewSet):
     queryset = Author.objects.order_by("pk")
     serializer_class = AuthorSerializer
     permission_classes = [permissions.IsAuthenticated]
