@@ -26,7 +26,9 @@ class AuthorSerializer(serializers.ModelSerializer):
     class Meta:
         model = Author
         fields = ["id", "name"]
-        extra_kwargs: dict[str, dict[str, Any]] = {"name": {"validators": []}}  # an existing author is reused by name
+        extra_kwargs: dict[str, dict[str, Any]] = {
+            "name": {"validators": []}
+        }  # an existing author is reused by name
 
     def validate_name(self, value: str) -> str:
         if not value[:1].isupper():
