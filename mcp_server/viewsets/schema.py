@@ -89,8 +89,9 @@ def _jsonable(schema: Schema) -> Schema:
     return result
 
 
-def _blank_choices(serializer: Any, schema: Schema) -> None:
-    """A ``ChoiceField(allow_blank=True)`` also takes (and gives) ``""``; DRF's enum omits it."""
+def _per_field(serializer: Any, schema: Schema) -> None:
+    """What DRF's mapping leaves out: a ``ChoiceField(allow_blank=True)`` also takes (and gives) ``""``, and a
+    default is written as the field represents it (a Decimal default of a DecimalField as ``"1.50"``)."""
     for name, field in serializer.fields.items():
         prop = schema.get("properties", {}).get(name)
         if prop is None:
@@ -99,16 +100,21 @@ def _blank_choices(serializer: Any, schema: Schema) -> None:
             enum = prop.get("enum")
             if isinstance(enum, list) and "" not in enum:
                 prop["enum"] = [*enum, ""]
+        if "default" in prop:
+            try:
+                prop["default"] = field.to_representation(field.default)
+            except Exception:
+                del prop["default"]
         if isinstance(field, serializers.Serializer):
-            _blank_choices(field, prop)
+            _per_field(field, prop)
         elif isinstance(field, serializers.ListSerializer) and isinstance(prop.get("items"), dict):
-            _blank_choices(field.child, prop["items"])
+            _per_field(field.child, prop["items"])
 
 
 def object_schema(serializer: Any) -> Schema:
     """The serializer as one JSON Schema object, both directions (``readOnly``/``writeOnly`` kept)."""
     mapped = ToolSchema().map_serializer(serializer)
-    _blank_choices(serializer, mapped)
+    _per_field(serializer, mapped)
     return _jsonable(to_json_schema(mapped))
 
 

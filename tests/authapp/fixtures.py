@@ -52,6 +52,7 @@ def make() -> dict[str, Any]:
         ("gone", gone, {}),
         ("carol", carol, {}),
         ("dave", dave, {}),
+        ("sam", sam, {}),
         ("carol_reads", carol, {"scopes": ["tool:shelf_list", "tool:shelf_get"]}),
         ("carol_drf_reads", carol, {"scopes": ["tool:drf_books_list", "tool:drf_books_retrieve"]}),
     ]:

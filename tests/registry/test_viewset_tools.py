@@ -270,3 +270,28 @@ async def test_a_token_scoped_to_reads_cannot_write(site: Fixtures) -> None:
             await client.call_tool(
                 "drf_books_create", {"title": "T", "author": {"name": "A"}, "year": 1, "isbn": "D-9"}
             )
+
+
+async def test_the_demo_api_serves_http_and_mcp_with_the_same_rules(site: Fixtures) -> None:
+    """project/catalogue/api.py's BookViewSet, routed at /api/books/ and exposed as catalogue_books_*."""
+    server, data = site
+    async with httpx2.AsyncClient(timeout=30) as http:
+        over_http = (await http.get(f"{server.base}/api/books/", params={"search": "le guin"})).json()
+        async with Client(streamable_http_client(server.url, http_client=http)) as client:
+            over_mcp = await client.call_tool("catalogue_books_list", {"search": "le guin"})
+            assert not over_mcp.is_error, over_mcp
+            assert over_mcp.structured_content["results"] == over_http["results"]
+            assert over_mcp.structured_content["count"] == 2
+            refused = await client.call_tool("catalogue_books_reserve", {"pk": 1, "borrower": "Ann"})
+            assert refused.content[0].text == "Permission denied: Authentication credentials were not provided."
+    async with sdk_client(server.url, data["tokens"]["carol"]) as client:  # signed in, not staff
+        refused = await client.call_tool("catalogue_books_reserve", {"pk": 1, "borrower": "Ann"})
+        assert refused.content[0].text == "Permission denied: Only library staff may change the catalogue."
+    async with sdk_client(server.url, data["tokens"]["sam"]) as client:  # staff
+        before = await client.call_tool("catalogue_books_retrieve", {"pk": 1})
+        reserved = await client.call_tool("catalogue_books_reserve", {"pk": 1, "borrower": "Ann"})
+        assert not reserved.is_error, reserved
+        left = before.structured_content["copies_available"] - 1
+        assert reserved.structured_content["copies_available"] == left  # an @action's object, as given
+        empty = await client.call_tool("catalogue_books_reserve", {"pk": 1, "borrower": ""})
+        assert empty.content[0].text == "Invalid arguments: borrower: This field may not be blank."
