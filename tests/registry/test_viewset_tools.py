@@ -283,7 +283,9 @@ async def test_the_demo_api_serves_http_and_mcp_with_the_same_rules(site: Fixtur
             assert over_mcp.structured_content["results"] == over_http["results"]
             assert over_mcp.structured_content["count"] == 2
             refused = await client.call_tool("catalogue_books_reserve", {"pk": 1, "borrower": "Ann"})
-            assert refused.content[0].text == "Permission denied: Authentication credentials were not provided."
+            assert refused.content[0].text == (
+                "Permission denied: Authentication credentials were not provided."
+            )
     async with sdk_client(server.url, data["tokens"]["carol"]) as client:  # signed in, not staff
         refused = await client.call_tool("catalogue_books_reserve", {"pk": 1, "borrower": "Ann"})
         assert refused.content[0].text == "Permission denied: Only library staff may change the catalogue."
