@@ -8,6 +8,7 @@ methods). Its schemas are read from a view instance set up as the router's view 
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,8 +46,10 @@ class Route:
     output_schema: Schema | None = None
     query: bool = False
     """Arguments go to the query string (GET), not to a JSON body."""
-    paginated: bool = False
-    """A list route whose viewset has a paginator."""
+    page_parameters: tuple[str, ...] = ()
+    """A list route's paginator's query parameters (``page``; ``limit``, ``offset``; ``cursor``)."""
+    lookup_in_body: bool = False
+    """The serializer has a writable field named as the lookup: the argument also goes to the body."""
 
     @property
     def writes(self) -> bool:
@@ -62,12 +65,27 @@ def model_of(viewset: type[Any]) -> type[models.Model] | None:
     return getattr(meta, "model", None)
 
 
+def _anonymous_request(method: str) -> Any:
+    """What ``view.request`` is while the schemas are read: an anonymous DRF request, so that a viewset whose
+    ``get_serializer_class`` looks at ``self.request.user`` can answer."""
+    from django.contrib.auth.models import AnonymousUser
+    from django.core.handlers.wsgi import WSGIRequest
+    from rest_framework.request import Request
+
+    http = WSGIRequest(
+        {"REQUEST_METHOD": method.upper(), "PATH_INFO": "/", "wsgi.input": io.BytesIO(), "SERVER_NAME": "x"}
+    )
+    request = Request(http, authenticators=())
+    request.user = AnonymousUser()
+    return request
+
+
 def view_for(viewset: type[Any], route: Route) -> Any:
-    """A view instance as the router's would be while handling ``route`` (no request yet)."""
+    """A view instance as the router's would be while handling ``route``, with an anonymous request."""
     view = viewset(**route.initkwargs)
     view.action = route.action
     view.action_map = {route.method: route.action}
-    view.request = None
+    view.request = _anonymous_request(route.method)
     view.format_kwarg = None
     view.args = ()
     view.kwargs = {}
@@ -97,11 +115,13 @@ def lookup_schema(viewset: type[Any], serializer: Any) -> Schema:
     return {"type": "string"}
 
 
-def _list_parameters(view: Any) -> tuple[Schema, list[str]]:
-    """The query parameters of the list route: the paginator's, then each filter backend's."""
+def _list_parameters(view: Any) -> tuple[Schema, list[str], tuple[str, ...]]:
+    """The query parameters of the list route (the paginator's, then each filter backend's), those required,
+    and the names of the paginator's."""
     parameters: list[Schema] = []
     if view.paginator is not None:
         parameters += view.paginator.get_schema_operation_parameters(view)
+    paging = tuple(str(parameter["name"]) for parameter in parameters)
     for backend in getattr(view, "filter_backends", None) or ():
         get_parameters = getattr(backend(), "get_schema_operation_parameters", None)
         if get_parameters is not None:
@@ -117,7 +137,7 @@ def _list_parameters(view: Any) -> tuple[Schema, list[str]]:
         properties[parameter["name"]] = schema
         if parameter.get("required"):
             required.append(parameter["name"])
-    return properties, required
+    return properties, required, paging
 
 
 def _may_skip_pagination(paginator: Any) -> bool:
@@ -138,7 +158,9 @@ def _fill(viewset: type[Any], route: Route) -> None:
         serializer = None
     schema: Schema
     if route.action == "list" or (route.extra and route.query):
-        properties, required = _list_parameters(view) if route.action == "list" else ({}, [])
+        properties, required, route.page_parameters = (
+            _list_parameters(view) if route.action == "list" else ({}, [], ())
+        )
         schema = {"type": "object", "properties": properties}
         if required:
             schema["required"] = required
@@ -147,6 +169,7 @@ def _fill(viewset: type[Any], route: Route) -> None:
     else:
         schema = {"type": "object", "properties": {}}
     if route.detail:
+        route.lookup_in_body = lookup in schema["properties"] and not route.query
         schema["properties"] = {lookup: lookup_schema(viewset, serializer), **schema["properties"]}
         schema["required"] = [lookup, *[name for name in schema.get("required", []) if name != lookup]]
     if not route.extra:
@@ -163,7 +186,6 @@ def _fill(viewset: type[Any], route: Route) -> None:
         route.output_schema = item
         return
     paginator = view.paginator
-    route.paginated = paginator is not None
     paged = list_output_schema(item, paginator)
     if paginator is not None and _may_skip_pagination(paginator):
         plain = list_output_schema(item, None)

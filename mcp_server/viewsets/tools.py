@@ -37,16 +37,17 @@ def _jsonable(data: Any) -> Any:
     return json.loads(json.dumps(data, cls=JSONEncoder))
 
 
-def _describe(route: Route, singular: str, plural: str, lookup: str, paginated: bool) -> str:
+def _describe(route: Route, singular: str, plural: str, lookup: str) -> str:
     if route.extra:
         doc = " ".join((route.doc or "").strip().split("\n\n")[0].split())
         return doc or f"The {route.action.replace('_', ' ')} action ({route.method.upper()})."
+    paging = ", ".join(f"`{name}`" for name in route.page_parameters)
     return {
         "list": f"List {plural}."
         + (
-            " The answer is one page; to get the next, pass the page parameter of its `next` link "
-            "(page, offset or cursor) back as that argument."
-            if paginated
+            f" The answer is one page: for the next, pass the {paging} value(s) of its `next` link's query "
+            "string as the argument(s) of the same name."
+            if paging
             else ""
         ),
         "retrieve": f"One {singular}, by its {lookup}.",
@@ -65,7 +66,6 @@ class _Caller:
         self.lookup = lookup
         self.using = using
         self.known = set(route.input_schema.get("properties", {})) if not route.extra else None
-        self.body_keeps_lookup = lookup in route.input_schema.get("properties", {}) and not route.query
         self.view = viewset.as_view({route.method: route.action}, **route.initkwargs)
 
     def __call__(self, ctx: Context, **arguments: Any) -> Any:
@@ -79,7 +79,7 @@ class _Caller:
         if route.detail:
             if self.lookup not in arguments:
                 raise ToolError(f"Invalid arguments: {self.lookup}: This field is required.")
-            lookup_value = arguments.pop(self.lookup)
+            lookup_value = arguments[self.lookup] if route.lookup_in_body else arguments.pop(self.lookup)
             kwargs[self.lookup] = str(lookup_value)
         if route.query:
             request = build_request(ctx, route.method, query=arguments)
@@ -173,9 +173,7 @@ def expose_viewset(
         else:
             hints = {"readOnlyHint": True, "idempotentHint": True}
         hints.update((annotations or {}).get(route.action, {}))
-        description = (descriptions or {}).get(route.action) or _describe(
-            route, singular, plural, lookup, route.paginated
-        )
+        description = (descriptions or {}).get(route.action) or _describe(route, singular, plural, lookup)
         caller = _Caller(viewset, route, lookup, using)
         handler: Callable[..., Any] = caller.__call__
         server.tool(

@@ -261,3 +261,44 @@ def test_without_drf_expose_viewset_says_what_to_install() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "pip install 'django-mcp-ledger[drf]'" in done.stdout
+
+
+class BookByIsbn(serializers.ModelSerializer):  # type: ignore[misc]
+    class Meta:
+        model = Book
+        fields = ["title", "isbn", "year", "author"]
+
+
+class BooksByIsbn(viewsets.ModelViewSet):  # type: ignore[misc]
+    """Found by ISBN, a field the serializer also writes; the serializer depends on the user."""
+
+    queryset = Book.objects.all()
+    lookup_field = "isbn"
+
+    def get_serializer_class(self) -> Any:
+        self.request.user.get_username()  # reads the request's user, as some viewsets do: never None here
+        return BookByIsbn
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lookup_the_serializer_also_writes() -> None:
+    server = MCPServer("viewset-isbn")
+    names = expose_viewset(server, BooksByIsbn, name="isbn_books", actions=["list", "update"])
+    update = server.tools["isbn_books_update"].definition()["inputSchema"]
+    assert update["properties"]["isbn"] == {"type": "string", "maxLength": 20}  # the serializer's field
+    assert update["required"] == ["isbn", "title", "year", "author"]
+    assert "page" not in (server.tools[names[0]].description or "")  # no paginator
+    author = Author.objects.create(name="Isbn Author")
+    Book.objects.create(title="Old", author=author, year=2000, isbn="S-2")
+    user = get_user_model().objects.create(username="isbn-user")
+    arguments = {"isbn": "S-2", "title": "New", "year": 2001, "author": author.pk}
+    done = async_to_sync(server.tools["isbn_books_update"].call)(arguments, _context(user))
+    assert done["structuredContent"] == {"title": "New", "isbn": "S-2", "year": 2001, "author": author.pk}
+    assert Book.objects.get(isbn="S-2").title == "New"
+
+
+def test_a_paginated_list_says_which_arguments_page() -> None:
+    from mcp_server import mcp
+
+    assert "`page` value(s) of its `next` link" in (mcp.tools["drf_books_list"].description or "")
+    assert "`cursor` value(s)" in (mcp.tools["drf_loans_list"].description or "")
