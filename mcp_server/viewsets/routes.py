@@ -9,6 +9,7 @@ methods). Its schemas are read from a view instance set up as the router's view 
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,15 +194,26 @@ def _fill(viewset: type[Any], route: Route) -> None:
     route.output_schema = paged
 
 
-def routes_of(viewset: type[Any], *, basename: str, only: list[str] | None = None) -> list[Route]:
-    """The viewset's routes (only those named in ``only``, when given), schemas filled in."""
+def routes_of(
+    viewset: type[Any],
+    *,
+    basename: str,
+    only: list[str] | None = None,
+    methods: Mapping[str, str] | None = None,
+) -> list[Route]:
+    """The viewset's routes (only those named in ``only``, when given), schemas filled in. An ``@action``
+    answers to the first of its methods, or to the one ``methods`` names for it."""
     routes: list[Route] = []
     for action, (method, detail) in STANDARD_ACTIONS.items():
         if hasattr(viewset, action):
             initkwargs = {"basename": basename, "detail": detail}
             routes.append(Route(action, method, detail, initkwargs, query=method == "get"))
     for extra in viewset.get_extra_actions():
-        method = next(iter(extra.mapping))
+        method = (methods or {}).get(extra.__name__, next(iter(extra.mapping))).lower()
+        if method not in extra.mapping:
+            raise ImproperlyConfigured(
+                f"expose_viewset({viewset.__name__}): the action {extra.__name__!r} does not answer {method}"
+            )
         initkwargs = {"basename": basename, "detail": extra.detail, **extra.kwargs}
         doc = extra.__doc__
         routes.append(

@@ -134,6 +134,7 @@ def expose_viewset(
     permission: Permission | Mapping[str, Permission] = None,
     descriptions: Mapping[str, str] | None = None,
     annotations: Mapping[str, Mapping[str, Any]] | None = None,
+    methods: Mapping[str, str] | None = None,
 ) -> tuple[str, ...]:
     """Register a tool per route of a DRF ``GenericViewSet``; returns the tools' names.
 
@@ -148,7 +149,8 @@ def expose_viewset(
 
     ``actions``: the action names to expose (default: all). ``permission``: this registry's per-tool
     permission on top of the viewset's own (default ``None``: the viewset's decide), one for all tools or a
-    mapping by action. ``descriptions``, ``annotations``: per action, override the defaults.
+    mapping by action. ``descriptions``, ``annotations``: per action, override the defaults. ``methods``: per
+    ``@action`` with several HTTP methods, the one its tool uses (default: the first).
     """
     if not (
         isinstance(viewset, type) and issubclass(viewset, ViewSetMixin) and hasattr(viewset, "get_object")
@@ -156,7 +158,8 @@ def expose_viewset(
         raise TypeError(
             f"expose_viewset: {viewset!r} is not a GenericViewSet (ViewSetMixin + GenericAPIView)"
         )
-    routes = routes_of(viewset, basename=name, only=list(actions) if actions is not None else None)
+    only = list(actions) if actions is not None else None
+    routes = routes_of(viewset, basename=name, only=only, methods=methods)
     model = model_of(viewset)
     using = router.db_for_write(model) if model is not None else DEFAULT_DB_ALIAS
     singular = str(model._meta.verbose_name) if model is not None else "item"

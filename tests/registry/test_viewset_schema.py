@@ -17,7 +17,10 @@ from asgiref.sync import async_to_sync
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import ImproperlyConfigured
-from rest_framework import serializers, viewsets
+from django.db import connections
+from rest_framework import mixins, serializers, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
 from rest_framework.utils.encoders import JSONEncoder
 
 from mcp_server.core.context import Context, SessionState
@@ -25,8 +28,9 @@ from mcp_server.registry.server import MCPServer
 from mcp_server.viewsets import expose_viewset
 from mcp_server.viewsets.errors import field_errors, refusal_message
 from mcp_server.viewsets.schema import input_schema, output_schema, to_json_schema
+from mcp_server.wire.errors import RequestSettled
 from project.catalogue.models import Author, Book
-from tests.drfapp.api import AuthorViewSet, LoanViewSet, ShelfViewSet
+from tests.drfapp.api import AuthorSerializer, AuthorViewSet, LoanViewSet, ShelfViewSet
 from tests.live import ROOT
 
 
@@ -302,3 +306,79 @@ def test_a_paginated_list_says_which_arguments_page() -> None:
 
     assert "`page` value(s) of its `next` link" in (mcp.tools["drf_books_list"].description or "")
     assert "`cursor` value(s)" in (mcp.tools["drf_loans_list"].description or "")
+
+
+class AuthorsWithCensus(mixins.CreateModelMixin, viewsets.GenericViewSet):  # type: ignore[misc]
+    queryset = Author.objects.all()
+    serializer_class = AuthorSerializer
+
+    @action(detail=False, methods=["get", "post"])
+    def census(self, request: Any) -> Response:
+        """How many authors there are."""
+        return Response({"authors": Author.objects.count(), "method": request.method})
+
+
+class RecordingClaim:
+    """An ``AnswerClaim`` that records when it is called, and settles the request first if told to."""
+
+    def __init__(self, settled: bool = False) -> None:
+        self.settled = settled
+        self.calls: list[Any] = []
+
+    async def reserve(self) -> None:
+        self.calls.append("reserve")
+
+    def confirm(self, using: str | None) -> None:
+        self.calls.append(("confirm", using, connections[using or "default"].in_atomic_block))
+        if self.settled:
+            raise RequestSettled("cancelled")
+
+
+def _claiming(user: Any, claim: RecordingClaim) -> Context:
+    ctx = _context(user)
+    ctx.claim = claim
+    return ctx
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_write_claims_the_answer_last_inside_its_transaction() -> None:
+    server = MCPServer("viewset-claims")
+    expose_viewset(server, AuthorsWithCensus, name="authors")
+    create = server.tools["authors_create"]
+    user = get_user_model().objects.create(username="claimer")
+
+    claim = RecordingClaim()
+    made = async_to_sync(create.call)({"name": "Claimed"}, _claiming(user, claim))
+    assert made["structuredContent"]["name"] == "Claimed"
+    assert claim.calls == ["reserve", ("confirm", "default", True)]  # inside the atomic block
+
+    refused = RecordingClaim()
+    bad = async_to_sync(create.call)({"name": "lower"}, _claiming(user, refused))
+    assert bad["isError"] is True
+    assert refused.calls == []  # a refusal claims nothing
+
+    settled = RecordingClaim(settled=True)
+    with pytest.raises(RequestSettled):
+        async_to_sync(create.call)({"name": "Too Late"}, _claiming(user, settled))
+    assert not Author.objects.filter(name="Too Late").exists()  # rolled back
+    assert Author.objects.filter(name="Claimed").exists()
+
+    reads = RecordingClaim()
+    counted = async_to_sync(server.tools["authors_census"].call)({}, _claiming(user, reads))
+    assert counted["structuredContent"] == {"authors": 1, "method": "GET"}  # the first method: GET
+    assert reads.calls == []  # reads claim nothing
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_action_may_answer_to_another_of_its_methods() -> None:
+    server = MCPServer("viewset-methods")
+    expose_viewset(server, AuthorsWithCensus, name="authors", actions=["census"], methods={"census": "post"})
+    census = server.tools["authors_census"]
+    assert census.annotations == {"readOnlyHint": False}
+    claim = RecordingClaim()
+    user = get_user_model().objects.create(username="poster")
+    answer = async_to_sync(census.call)({}, _claiming(user, claim))
+    assert answer["structuredContent"] == {"authors": 0, "method": "POST"}
+    assert claim.calls == ["reserve", ("confirm", "default", True)]  # a POST action is a write
+    with pytest.raises(ImproperlyConfigured, match="does not answer delete"):
+        expose_viewset(server, AuthorsWithCensus, name="other", methods={"census": "delete"})
