@@ -312,7 +312,7 @@ class AuthorsWithCensus(mixins.CreateModelMixin, viewsets.GenericViewSet):  # ty
     queryset = Author.objects.all()
     serializer_class = AuthorSerializer
 
-    @action(detail=False, methods=["get", "post"])
+    @action(detail=False, methods=["get", "post"])  # type: ignore[untyped-decorator]
     def census(self, request: Any) -> Response:
         """How many authors there are."""
         return Response({"authors": Author.objects.count(), "method": request.method})
