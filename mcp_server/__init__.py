@@ -27,6 +27,7 @@ __all__ = [
     "anotify_resource_updated",
     "expose_form",
     "expose_model",
+    "expose_viewset",
     "mcp",
     "notify_resource_updated",
 ]
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from .registry.server import MCPServer, mcp
     from .registry.signature import McpHeader
     from .updates import anotify_resource_updated, notify_resource_updated
+    from .viewsets import expose_viewset
     from .wire.errors import JSONRPCError, ResourceNotFound, ToolError
     from .wire.modern import MissingClientCapability
 
@@ -58,6 +60,7 @@ _LAZY = {
     "anotify_resource_updated": "mcp_server.updates",
     "expose_form": "mcp_server.forms_as_tools",
     "expose_model": "mcp_server.models_as_tools",
+    "expose_viewset": "mcp_server.viewsets",
     "notify_resource_updated": "mcp_server.updates",
 }
 

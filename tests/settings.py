@@ -13,7 +13,7 @@ import tempfile
 from project.settings import *  # noqa: F403
 from project.settings import CACHES, CHANNEL_LAYERS, DATABASES, INSTALLED_APPS, MCP_SERVER, REDIS_URL
 
-INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp", "tests.authapp"]
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp", "tests.authapp", "tests.drfapp"]
 MCP_SERVER = {**MCP_SERVER, **json.loads(os.environ.get("MCP_TEST_OVERRIDES", "{}"))}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 

@@ -40,9 +40,18 @@ class RegisteredHandler:
     signature: HandlerSignature = field(init=False)
 
     def __post_init__(self) -> None:
-        self.signature = HandlerSignature(self.fn, model_name=f"{self.name.replace('/', '_')}_arguments")
+        self.signature = HandlerSignature(
+            self.fn,
+            model_name=f"{self.name.replace('/', '_')}_arguments",
+            free_arguments=self.takes_free_arguments(),
+        )
         if self.description is None and self.fn.__doc__:
             self.description = " ".join(self.fn.__doc__.strip().split("\n\n")[0].split())
+
+    def takes_free_arguments(self) -> bool:
+        """Whether the handler may take ``**kwargs`` (see ``HandlerSignature``); tools with an explicit
+        ``input_schema`` may."""
+        return False
 
     def base_definition(self) -> dict[str, Any]:
         """``name``, ``title``, ``description``, ``icons``, ``_meta`` where set."""

@@ -94,6 +94,7 @@ class MCPServer:
         meta: dict[str, Any] | None = None,
         icons: list[dict[str, Any]] | None = None,
         input_schema: dict[str, Any] | None = None,
+        output_schema: dict[str, Any] | None = None,
         task: str | None = None,
         task_start: str = "immediate",
     ) -> Callable[[F], F]: ...
@@ -101,7 +102,9 @@ class MCPServer:
         """Register a tool; usable as ``@mcp.tool`` or ``@mcp.tool(name=..., permission=...)``.
 
         ``input_schema`` replaces the schema derived from the signature in ``tools/list`` (for JSON Schema
-        the signature cannot express); arguments are still validated against the signature.
+        the signature cannot express); arguments are still validated against the signature, except those a
+        ``**kwargs`` parameter takes (allowed only with ``input_schema``: the handler validates them).
+        ``output_schema`` (an object schema) replaces the one derived from the return annotation.
 
         ``task="optional"`` or ``"required"`` lets a 2026-07-28 call that declares the tasks extension be
         answered with a task (``tasks/get`` polls it from any worker); ``task_start="detach"`` runs the

@@ -32,16 +32,25 @@ def _is_context(annotation: Any) -> bool:
 class HandlerSignature:
     """The arguments model of a handler and the name of its Context parameter, if any."""
 
-    def __init__(self, fn: Callable[..., Any], *, model_name: str) -> None:
+    def __init__(self, fn: Callable[..., Any], *, model_name: str, free_arguments: bool = False) -> None:
+        """``free_arguments``: a ``**kwargs`` parameter is allowed and receives, unvalidated, every argument
+        the signature does not name (a tool with an explicit ``input_schema`` that validates them itself)."""
         self.fn = fn
         self.is_async = inspect.iscoroutinefunction(fn)
         hints = typing.get_type_hints(fn, include_extras=True)
         self.return_annotation: Any = hints.get("return", inspect.Signature.empty)
         self.context_param: str | None = None
+        self.free_arguments = False
         definitions: dict[str, Any] = {}
         for name, param in inspect.signature(fn).parameters.items():
+            if param.kind is param.VAR_KEYWORD and free_arguments:
+                self.free_arguments = True
+                continue
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-                raise TypeError(f"{fn.__qualname__}: *args and **kwargs cannot be described by a schema")
+                raise TypeError(
+                    f"{fn.__qualname__}: *args and **kwargs cannot be described by a schema "
+                    "(a tool registered with an explicit input_schema may take **kwargs)"
+                )
             annotation = hints.get(name, Any)
             if _is_context(annotation):
                 self.context_param = name
@@ -64,8 +73,13 @@ class HandlerSignature:
 
     def bind(self, arguments: dict[str, Any] | None, context: Any) -> dict[str, Any]:
         """Validate ``arguments`` and return keyword arguments; raises ``pydantic.ValidationError``."""
-        validated = self.model.model_validate(arguments or {})
-        kwargs = {name: getattr(validated, name) for name in self.parameter_names}
+        arguments = arguments or {}
+        free: dict[str, Any] = {}
+        if self.free_arguments:
+            free = {k: v for k, v in arguments.items() if k not in self.parameter_names}
+            arguments = {k: v for k, v in arguments.items() if k in self.parameter_names}
+        validated = self.model.model_validate(arguments)
+        kwargs = {**free, **{name: getattr(validated, name) for name in self.parameter_names}}
         if self.context_param is not None:
             kwargs[self.context_param] = context
         return kwargs

@@ -40,7 +40,8 @@ class Tool(RegisteredHandler):
     task_start: str = "immediate"
     """``"immediate"``: the whole handler runs as the task. ``"detach"``: the handler starts inside the
     call (input rounds are answered ``input_required`` there) and goes on as a task at ``ctx.detach()``."""
-    output_schema: dict[str, Any] | None = field(init=False, default=None)
+    output_schema: dict[str, Any] | None = None
+    """Derived from the return annotation unless given (an object schema: results are not wrapped)."""
     wrap_result: bool = field(init=False, default=False)
     header_schema: dict[str, Any] = field(init=False, default_factory=dict)
     """The ``inputSchema`` as listed, read for ``Mcp-Param-*`` headers (``x-mcp-header``) at 2026-07-28."""
@@ -57,10 +58,16 @@ class Tool(RegisteredHandler):
         problem = invalid_x_mcp_header(self.header_schema)
         if problem is not None:
             raise TypeError(f"tool {self.name!r}: {problem}")
-        if self.structured_output is not False:
+        if self.output_schema is not None:
+            if self.output_schema.get("type") != "object":
+                raise TypeError(f"tool {self.name!r}: output_schema must be a JSON Schema with type 'object'")
+        elif self.structured_output is not False:
             self.output_schema, self.wrap_result = output_schema_for(self.signature.return_annotation)
             if self.structured_output and self.output_schema is None:
                 raise TypeError(f"tool {self.name!r}: structured_output=True needs a structured return type")
+
+    def takes_free_arguments(self) -> bool:
+        return self.input_schema is not None
 
     def definition(self) -> dict[str, Any]:
         """The tool as listed by ``tools/list``."""

@@ -6,9 +6,10 @@ from django.db import transaction
 from django.db.models import F, Q
 from pydantic import BaseModel
 
-from mcp_server import Context, ToolError, expose_form, expose_model, mcp
+from mcp_server import Context, ToolError, expose_form, expose_model, expose_viewset, mcp
 from project.mcp_servers import staff
 
+from .api import BookViewSet
 from .forms import AuthorForm, ReturnForm, return_book
 from .models import Book, Loan
 
@@ -120,3 +121,8 @@ expose_model(
 
 expose_form(mcp, AuthorForm, name="add_author")  # needs catalogue.add_author
 expose_form(mcp, ReturnForm, name="return_book", handler=return_book, permission="catalogue.delete_loan")
+
+
+# -- the catalogue's REST API (project/catalogue/api.py, also served at /api/books/) as tools ---------------
+
+expose_viewset(mcp, BookViewSet, name="catalogue_books")

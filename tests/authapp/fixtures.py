@@ -35,6 +35,7 @@ def make() -> dict[str, Any]:
     alice = user("alice")
     bob = user("bob", "catalogue.add_loan", "catalogue.view_book", "catalogue.view_loan")
     sam = user("sam", is_staff=True)
+    dave = user("dave")
     carol = user(
         "carol", "catalogue.view_book", "catalogue.add_book", "catalogue.change_book", "catalogue.add_author"
     )
@@ -52,7 +53,10 @@ def make() -> dict[str, Any]:
         ("gone", gone, {}),
         ("carol", carol, {}),
         ("dora", dora, {}),
+        ("dave", dave, {}),
+        ("sam", sam, {}),
         ("carol_reads", carol, {"scopes": ["tool:shelf_list", "tool:shelf_get"]}),
+        ("carol_drf_reads", carol, {"scopes": ["tool:drf_books_list", "tool:drf_books_retrieve"]}),
     ]:
         token, plain = AccessToken.objects.create_token(owner, key, **kwargs)
         out["tokens"][key] = plain

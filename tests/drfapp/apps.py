@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class DRFAppConfig(AppConfig):
+    name = "tests.drfapp"
+    label = "drfapp"
