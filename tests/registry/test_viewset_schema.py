@@ -325,11 +325,11 @@ class RecordingClaim:
         self.settled = settled
         self.calls: list[Any] = []
 
-    async def reserve(self) -> None:
-        self.calls.append("reserve")
+    async def reserve(self, using: str | None) -> None:
+        self.calls.append(("reserve", using))
 
-    def confirm(self, using: str | None) -> None:
-        self.calls.append(("confirm", using, connections[using or "default"].in_atomic_block))
+    def confirm(self, using: str) -> None:
+        self.calls.append(("confirm", using, connections[using].in_atomic_block))
         if self.settled:
             raise RequestSettled("cancelled")
 
@@ -350,7 +350,7 @@ def test_a_write_claims_the_answer_last_inside_its_transaction() -> None:
     claim = RecordingClaim()
     made = async_to_sync(create.call)({"name": "Claimed"}, _claiming(user, claim))
     assert made["structuredContent"]["name"] == "Claimed"
-    assert claim.calls == ["reserve", ("confirm", "default", True)]  # inside the atomic block
+    assert claim.calls == [("reserve", "default"), ("confirm", "default", True)]  # inside the atomic block
 
     refused = RecordingClaim()
     bad = async_to_sync(create.call)({"name": "lower"}, _claiming(user, refused))
@@ -379,6 +379,6 @@ def test_an_action_may_answer_to_another_of_its_methods() -> None:
     user = get_user_model().objects.create(username="poster")
     answer = async_to_sync(census.call)({}, _claiming(user, claim))
     assert answer["structuredContent"] == {"authors": 0, "method": "POST"}
-    assert claim.calls == ["reserve", ("confirm", "default", True)]  # a POST action is a write
+    assert claim.calls == [("reserve", "default"), ("confirm", "default", True)]  # a POST action is a write
     with pytest.raises(ImproperlyConfigured, match="does not answer delete"):
         expose_viewset(server, AuthorsWithCensus, name="other", methods={"census": "delete"})
