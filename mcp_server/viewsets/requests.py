@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.core.handlers.wsgi import WSGIRequest
 from django.http import HttpRequest
@@ -25,7 +26,7 @@ from rest_framework.utils.encoders import JSONEncoder
 
 from ..core.context import Context
 
-__all__ = ["build_request", "query_string"]
+__all__ = ["build_request", "query_string", "stdio_host"]
 
 _SKIPPED_HEADERS = {
     "HTTP_ACCEPT",
@@ -49,10 +50,21 @@ def query_string(query: Mapping[str, Any]) -> str:
     return urlencode(pairs)
 
 
+def stdio_host() -> str:
+    """The host of a request built over stdio (no HTTP request behind it): one ``ALLOWED_HOSTS`` accepts, so
+    that a paginator's links can be built (``.example.com`` gives ``example.com``; ``*`` or none,
+    ``localhost``)."""
+    for pattern in settings.ALLOWED_HOSTS:
+        host = pattern.lstrip(".")
+        if host and host != "*":
+            return str(host)
+    return "localhost"
+
+
 def _environ(source: HttpRequest | None) -> dict[str, Any]:
     if source is None:  # stdio: no HTTP request behind the call
         return {
-            "SERVER_NAME": "localhost",
+            "SERVER_NAME": stdio_host(),
             "SERVER_PORT": "80",
             "REMOTE_ADDR": "127.0.0.1",
             "wsgi.url_scheme": "http",

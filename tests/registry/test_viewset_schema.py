@@ -221,6 +221,24 @@ def test_a_call_without_an_http_request() -> None:
     assert book.loans.count() == 1
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_paginated_list_without_an_http_request_links_on_an_allowed_host(settings: Any) -> None:
+    """stdio with DEBUG off: the paginator's links are built on a host ``ALLOWED_HOSTS`` accepts (Django
+    refuses any other with ``DisallowedHost``)."""
+    settings.DEBUG = False
+    settings.ALLOWED_HOSTS = [".library.example", "other.example"]
+    server = MCPServer("viewset-stdio-pages")
+    expose_viewset(server, ShelfViewSet, name="shelf", actions=["list"])
+    author = Author.objects.create(name="Paged Author")
+    for n in range(4):  # ShelfPages holds 3
+        Book.objects.create(title=f"Paged {n}", author=author, year=2000, isbn=f"P-{n}")
+    reader = get_user_model().objects.create(username="stdio-reader")
+    page = async_to_sync(server.tools["shelf_list"].call)({"search": "Paged"}, _context(reader))
+    assert not page.get("isError"), page
+    assert page["structuredContent"]["count"] == 4
+    assert page["structuredContent"]["next"].startswith("http://library.example/")
+
+
 def _run(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True, check=False
