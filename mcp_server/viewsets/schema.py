@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from rest_framework import serializers
@@ -118,28 +119,30 @@ def object_schema(serializer: Any) -> Schema:
     return _jsonable(to_json_schema(mapped))
 
 
+def _objects(node: Any) -> Iterator[dict[str, Any]]:
+    """Each object schema (with ``properties``) in ``node``, outer first, through properties and items."""
+    if not isinstance(node, dict):
+        return
+    props = node.get("properties")
+    if isinstance(props, dict):
+        yield node
+        for sub in list(props.values()):
+            yield from _objects(sub)
+    yield from _objects(node.get("items"))
+
+
 def _strip(schema: Schema, flag: str) -> Schema:
     """Drop the properties marked ``flag`` (``readOnly`` or ``writeOnly``), at every level."""
     out = copy.deepcopy(schema)
-
-    def walk(node: Any) -> None:
-        if not isinstance(node, dict):
-            return
-        props = node.get("properties")
-        if isinstance(props, dict):
-            dropped = [name for name, sub in props.items() if isinstance(sub, dict) and sub.get(flag)]
-            for name in dropped:
-                del props[name]
-            if "required" in node:
-                node["required"] = [name for name in node["required"] if name not in dropped]
-                if not node["required"]:
-                    del node["required"]
-            for sub in props.values():
-                walk(sub)
-        if isinstance(node.get("items"), dict):
-            walk(node["items"])
-
-    walk(out)
+    for node in _objects(out):
+        props = node["properties"]
+        dropped = [name for name, sub in props.items() if isinstance(sub, dict) and sub.get(flag)]
+        for name in dropped:
+            del props[name]
+        if "required" in node:
+            node["required"] = [name for name in node["required"] if name not in dropped]
+            if not node["required"]:
+                del node["required"]
     return out
 
 
@@ -153,20 +156,9 @@ def input_schema(serializer: Any) -> Schema:
 def output_schema(serializer: Any) -> Schema:
     """What the serializer gives: its readable fields, all of them always present."""
     schema = _strip(object_schema(serializer), "writeOnly")
-
-    def require_all(node: Any) -> None:
-        if not isinstance(node, dict):
-            return
-        props = node.get("properties")
-        if isinstance(props, dict):
-            if props:
-                node["required"] = list(props)
-            for sub in props.values():
-                require_all(sub)
-        if isinstance(node.get("items"), dict):
-            require_all(node["items"])
-
-    require_all(schema)
+    for node in _objects(schema):
+        if node["properties"]:
+            node["required"] = list(node["properties"])
     return schema
 
 

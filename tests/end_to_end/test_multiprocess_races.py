@@ -431,9 +431,20 @@ async def author_exists(site: Site, name: str) -> bool:
         return await cursor.fetchone() is not None
 
 
-def write_call(gate: str, tool: str, claim: str) -> dict[str, Any]:
+async def start_write(
+    action: str, claim: str, site: Site, http: httpx.AsyncClient, gates: Gates
+) -> tuple[LiveServer, McpSession, str, asyncio.Future[httpx.Response]]:
+    """Worker A (SSE) takes a ``race_write`` (``claim`` ``late`` or ``early``; with a deadline for the
+    ``deadline`` action) as request 1 of a new session: B, the session, the gate, the POST on its way."""
+    a, b = site.pair("sse")
+    session = await open_session(http, a)
+    gate = gates.new()
+    tool = "race_write_deadline" if action == "deadline" else "race_write"
     arguments = {"gate": gate, "name": f"Author written through {gate}", "claim": claim}
-    return rpc("tools/call", {"name": tool, "arguments": arguments}, 1)
+    call = asyncio.ensure_future(
+        session.post(a, rpc("tools/call", {"name": tool, "arguments": arguments}, 1))
+    )
+    return b, session, gate, call
 
 
 # -- order 1: the competing settlement wins while the handler runs ----------------------------------------
@@ -825,11 +836,7 @@ async def test_a_pending_id_is_refused_on_another_worker_and_free_once_settled(
 async def test_a_write_whose_request_ended_before_its_claim_rolls_back(
     action: str, site: Site, http: httpx.AsyncClient, gates: Gates
 ) -> None:
-    a, b = site.pair("sse")
-    session = await open_session(http, a)
-    gate = gates.new()
-    tool = "race_write_deadline" if action == "deadline" else "race_write"
-    call = asyncio.ensure_future(session.post(a, write_call(gate, tool, "late")))
+    b, session, gate, call = await start_write(action, "late", site, http, gates)
     await gates.started(gate)
     pk = await pending_pk(site, session.id, 1)
     await compete(action, session, b, 1, pk)
@@ -847,11 +854,7 @@ async def test_a_write_whose_request_ended_before_its_claim_rolls_back(
 async def test_a_write_that_claimed_its_answer_commits_and_is_recorded_answered(
     action: str, site: Site, http: httpx.AsyncClient, gates: Gates
 ) -> None:
-    a, b = site.pair("sse")
-    session = await open_session(http, a)
-    gate = gates.new()
-    tool = "race_write_deadline" if action == "deadline" else "race_write"
-    call = asyncio.ensure_future(session.post(a, write_call(gate, tool, "early")))
+    b, session, gate, call = await start_write(action, "early", site, http, gates)
     assert await gates.written(gate) == "committed"
     started = await gates.started(gate)  # the handler runs on after its commit, until the gate opens
     assert await author_exists(site, f"Author written through {gate}")
