@@ -133,13 +133,18 @@ class LedgerWriter(BatchLoop):
         self._inserts[id(record)] = record
         self._wake()
 
-    def adopt(self, record: LedgerRecord, using: str) -> bool:
+    async def adopt(self, record: LedgerRecord, using: str) -> bool:
         """On the event loop, before a handler's transaction on ``using`` stores ``record`` as answered
-        (:meth:`answer_within`): whether it can. It can when the ledger writes in that database and the record
-        is not being written right now; a record still queued is taken out of the queue (the transaction
-        inserts it)."""
+        (:meth:`answer_within`): whether it can, which it can when the ledger writes in that database. A
+        record still queued is taken out of the queue (the transaction inserts it); one being written right
+        now is waited for (the transaction then updates its row)."""
         key = id(record)
-        if not self.ledger.joins(using) or key in self._writing or key in self._in_doubt:
+        if not self.ledger.joins(using):
+            return False
+        while key in self._writing:  # in the batch being written: wait until it has landed or failed
+            async with self._lock:
+                pass
+        if key in self._in_doubt:  # a write-through that outlived its wait: it is followed up behind
             return False
         if key in self._inserts:
             self._adopted[key] = (self._inserts.pop(key), True)

@@ -43,7 +43,7 @@ class RequestClaim:
         self.table.claim(self.entry)
         if deadline is not None:
             deadline.reschedule(None)
-        if using is not None and self.table.sink.adopt(self.entry.record, using):
+        if using is not None and await self.table.sink.adopt(self.entry.record, using):
             self.joined = using
 
     def confirm(self, using: str) -> None:

@@ -83,7 +83,7 @@ class RecordSink(Protocol):
     async def settled(self, record: LedgerRecord) -> None:
         """A request was settled."""
 
-    def adopt(self, record: LedgerRecord, using: str) -> bool:
+    async def adopt(self, record: LedgerRecord, using: str) -> bool:
         """Whether a transaction on ``using`` can store ``record`` as answered (then it must)."""
 
     def answer_within(self, record: LedgerRecord, using: str) -> bool:
