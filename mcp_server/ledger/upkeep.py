@@ -197,7 +197,7 @@ class Upkeep:
                 if self.wake is not None:
                     await self.wake(stream_id)
         except Exception:
-            logger.exception("could not write the -32000 of %s to its stream", record.request_key[:100])
+            logger.exception("could not write the -32000 of %r to its stream", record.request_key[:100])
 
     async def sweep_sessions(
         self, now: datetime, *, retention: float | None = None, max_batches: int | None = None

@@ -276,7 +276,7 @@ class LedgerWriter(BatchLoop):
         self._updates.pop(id(record), None)  # a settlement waiting for this row's insert goes with it
         self.dropped += 1
         logger.error(
-            "ledger record dropped after %d refusals: %s %s of session %s (%s), state %s: %s",
+            "ledger record dropped after %d refusals: %r %r of session %r (%s), state %s: %s",
             attempts,
             record.method,
             record.request_key[:100],
@@ -353,7 +353,7 @@ class LedgerWriter(BatchLoop):
         except StoreUnavailable as exc:
             if id(record) not in self._in_doubt:  # not written: behind, with retries
                 self._queue_behind(inserts, updates)
-            logger.warning("settlement of %s recorded behind the request: %s", record.request_key[:100], exc)
+            logger.warning("settlement of %r recorded behind the request: %s", record.request_key[:100], exc)
         except Exception:
             logger.exception("could not record the settlement of %s", record.request_key[:100])
             self._queue_behind(inserts, updates)

@@ -339,7 +339,7 @@ class StdioLoop:
                 await self.runtime.attach_stream(session.id, self)
             except Exception:
                 logger.exception("server-initiated notifications will not reach this session")
-            logger.info("stdio session %s opened by %s", session.id, session.client_name or "a client")
+            logger.info("stdio session %s opened by %r", session.id, session.client_name or "a client")
         await self._answer(response)
 
     async def _deliver(self, entry: PendingRequest, response: dict[str, Any] | None) -> None:

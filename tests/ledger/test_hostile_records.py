@@ -187,7 +187,7 @@ def settled(record: LedgerRecord, outcome: dict[str, Any]) -> LedgerRecord:
 
 
 async def test_a_value_the_store_refuses_does_not_hold_the_batch_back(
-    ledger: Ledger, writer: LedgerWriter
+    ledger: Ledger, writer: LedgerWriter, caplog: pytest.LogCaptureFixture
 ) -> None:
     sid = session()
     good = unstorable(sid, 1)
@@ -202,6 +202,8 @@ async def test_a_value_the_store_refuses_does_not_hold_the_batch_back(
     for _ in range(MAX_ATTEMPTS):  # no error: the store's refusal is handled, not retried for ever
         await writer.flush()
     assert len(writer) == 0
+    for logged in caplog.records:  # the log names the client's values escaped: a UTF-8 log file takes it
+        logged.getMessage().encode("utf-8")
     assert (await stored(ledger, good)).state == State.PENDING
     assert (await stored(ledger, done)).state == State.ANSWERED
     assert (await stored(ledger, bad_name)).name in (
