@@ -65,6 +65,33 @@ expose_model(
 )
 
 
+def own_books(ctx: Context) -> Any:
+    """A user's own books: those whose ISBN starts with their username and a dash (``carol-1``)."""
+    return Book.objects.filter(isbn__startswith=f"{ctx.user.get_username()}-")
+
+
+def own_authors(ctx: Context) -> Any:
+    """A user's own authors: those whose name starts with their username, capitalised (``Carol ...``)."""
+    return Author.objects.filter(name__startswith=f"{ctx.user.get_username().title()} ")
+
+
+def signed_in(user: Any) -> bool:
+    return bool(user.is_authenticated)
+
+
+expose_model(
+    mcp,
+    Book,
+    fields=["id", "title", "author", "author__name", "year", "isbn"],
+    name="own_shelf",
+    queryset=own_books,
+    permission=signed_in,
+    writes=["create", "update"],
+    write_permissions={"create": signed_in, "update": signed_in},
+    related_querysets={"author": own_authors},
+)
+
+
 @receiver(post_save, sender=Book)
 def fail_after_saving(instance: Book, **kwargs: Any) -> None:
     """A save that fails after its row is written: the write tool's transaction must leave nothing."""
