@@ -10,6 +10,7 @@ from django.dispatch import receiver
 
 from mcp_server import Context, expose_form, expose_model, mcp
 from project.catalogue.models import Author, Book
+from tests.testapp.models import PickyBook
 
 
 @mcp.tool
@@ -142,7 +143,27 @@ def request_loan(form: LoanRequestForm, ctx: Context) -> dict[str, Any]:
     }
 
 
+class ShelvedBookForm(forms.ModelForm):  # type: ignore[type-arg]
+    """Shelve a book by one of the shelved authors (their names start with "Shelved")."""
+
+    author = forms.ModelChoiceField(queryset=Author.objects.filter(name__startswith="Shelved "))
+
+    class Meta:
+        model = Book
+        fields = ["title", "author", "year", "isbn"]
+
+
+class PickyBookForm(forms.ModelForm):  # type: ignore[type-arg]
+    """Add a picky book: its author field's ``limit_choices_to`` admits only authors named "Picky ..."."""
+
+    class Meta:
+        model = PickyBook
+        fields = ["title", "author", "year", "isbn"]
+
+
 expose_form(mcp, AuthorForm, name="author_add")
+expose_form(mcp, ShelvedBookForm, name="book_shelve")  # catalogue.add_book: carol may, bob may not
+expose_form(mcp, PickyBookForm, name="picky_book_add", permission="catalogue.add_book")
 expose_form(mcp, LoanRequestForm, name="loan_request", handler=request_loan, permission="catalogue.add_loan")
 
 
