@@ -142,6 +142,25 @@ async def test_deleting_a_protected_row_is_a_tool_error(shelf: dict[str, Book]) 
 OUTSIDE = "Refused: the book would fall outside the rows this tool reaches (nothing was written)"
 
 
+class RecordingClaim:
+    """An ``AnswerClaim`` that records its calls."""
+
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+
+    async def reserve(self, using: str | None) -> None:
+        self.calls.append("reserve")
+
+    def confirm(self, using: str) -> None:
+        self.calls.append("confirm")
+
+
+def claiming(server: MCPServer, calls: list[str]) -> Context:
+    ctx = Context(server, SessionState("s", "2025-11-25"), 1, "tools/call", {}, peer=None)
+    ctx.claim = RecordingClaim(calls)
+    return ctx
+
+
 async def test_a_write_whose_row_leaves_the_queryset_is_refused_and_rolled_back(
     shelf: dict[str, Book],
 ) -> None:
@@ -157,10 +176,12 @@ async def test_a_write_whose_row_leaves_the_queryset_is_refused_and_rolled_back(
         write_permissions={"create": None, "update": None},
     )
     update, create = server.tools["book_update"], server.tools["book_create"]
-    moved = await update.call({"isbn": "T-1", "year": 1995, "title": "Moved"}, None)
+    claims: list[str] = []
+    moved = await update.call({"isbn": "T-1", "year": 1995, "title": "Moved"}, claiming(server, claims))
     assert moved["isError"] is True
     assert moved["content"][0]["text"] == OUTSIDE
     assert "structuredContent" not in moved
+    assert claims == []  # refused before the answer is claimed
     early = await Book.objects.aget(isbn="T-1")
     assert (early.year, early.title) == (1961, "Early")  # rolled back
     author = shelf["T-1"].author_id
@@ -169,7 +190,10 @@ async def test_a_write_whose_row_leaves_the_queryset_is_refused_and_rolled_back(
     assert not await Book.objects.filter(isbn="T-9").aexists()
     kept = structured(await create.call({"isbn": "T-8", "title": "In", "author": author, "year": 1980}, None))
     assert kept == {"isbn": "T-8", "title": "In", "author": author, "year": 1980}
-    assert structured(await update.call({"isbn": "T-2", "year": 1989}, None))["year"] == 1989
+    assert (
+        structured(await update.call({"isbn": "T-2", "year": 1989}, claiming(server, claims)))["year"] == 1989
+    )
+    assert claims == ["reserve", "confirm"]
 
 
 async def test_related_querysets_limit_what_a_foreign_key_names(shelf: dict[str, Book]) -> None:
@@ -196,7 +220,7 @@ async def test_related_querysets_limit_what_a_foreign_key_names(shelf: dict[str,
     expose_model(
         server,
         Book,
-        fields=["isbn", "author", "author__name"],
+        fields=["isbn", "title", "author", "author__name"],
         lookup="isbn",
         queryset=Book.objects.filter(isbn__startswith="T-"),
         writes=["update"],
@@ -211,6 +235,11 @@ async def test_related_querysets_limit_what_a_foreign_key_names(shelf: dict[str,
         f"Invalid book: author: author instance with id {hidden.pk} is not a valid choice."
     )
     assert (await Book.objects.aget(isbn="T-1")).author_id == visible
+    both = await update.call({"isbn": "T-1", "author": hidden.pk, "title": ""}, caller("reader"))
+    assert both["content"][0]["text"] == (  # with full_clean's own errors, in one message
+        "Invalid book: title: This field cannot be blank.; "
+        f"author: author instance with id {hidden.pk} is not a valid choice."
+    )
     moved = structured(await update.call({"isbn": "T-1", "author": hidden.pk}, caller("editor")))
     assert moved["author__name"] == "Hidden author of models_as_tools"
 
