@@ -128,9 +128,11 @@ class RowWriter:
 
     @property
     def singular(self) -> str:
+        """The model's verbose name, as the tools' messages name it."""
         return str(self.model._meta.verbose_name)
 
     def assign(self, obj: models.Model, arguments: Mapping[str, Any]) -> None:
+        """Set the writable fields given (a foreign key by its key) on ``obj``."""
         for path, field in self.writable.items():
             if path in arguments:
                 setattr(obj, field.attname, arguments[path])
