@@ -2,7 +2,7 @@
 stream).
 
 A request is authenticated once, when it arrives; a stream outlives that moment. While a stream of an
-authenticated caller is open, :meth:`CredentialWatches.hold` authenticates its request again every
+authenticated caller is open, :meth:`CredentialWatches.watch` authenticates its request again every
 ``STREAM_RECHECK_INTERVAL`` seconds, and at once when a
 :class:`~mcp_server.wire.messages.CredentialChanged` names the stream's user (a token revoked, a user
 deactivated or deleted: :mod:`mcp_server.auth.revocation` broadcasts it to every worker). The check is the
@@ -100,28 +100,31 @@ class CredentialWatches:
                 count += 1
         return count
 
-    async def hold(self, scope: dict[str, Any], user: Any, auth: Any, end: End) -> None:
-        """Watch a stream's credential until cancelled (the stream ended), or until the credential no longer
-        authenticates: then ``end`` is awaited and this returns. An anonymous stream has nothing to watch."""
+    def watch(self, scope: dict[str, Any], user: Any, auth: Any, end: End) -> asyncio.Task[None] | None:
+        """Watch a stream's credential (from now on: a change announced at once is not missed) until the
+        task is cancelled (the stream ended), or until the credential no longer authenticates: then ``end``
+        is awaited and the task returns. ``None`` for an anonymous stream: nothing to watch."""
         if not _authenticated(user, auth):
-            return
+            return None
         watch = CredentialWatch(scope=scope, user=user, auth=auth)
         self._open.add(watch)
+        task = asyncio.create_task(self._hold(watch, end), name="mcp stream credential")
+        task.add_done_callback(lambda _task: self._open.discard(watch))
+        return task
+
+    async def _hold(self, watch: CredentialWatch, end: End) -> None:
         interval = float(mcp_settings.STREAM_RECHECK_INTERVAL)
-        try:
-            while True:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(interval):
-                        await watch.wake.wait()
-                watch.wake.clear()
-                try:
-                    valid = await watch.still_valid()
-                except Exception:  # a store that does not answer: the stream stays, checked next time
-                    logger.warning("could not check an open stream's credential", exc_info=True)
-                    continue
-                if not valid:
-                    logger.info("an open stream's credential no longer authenticates: the stream ends")
-                    await end("credential no longer valid")
-                    return
-        finally:
-            self._open.discard(watch)
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(interval):
+                    await watch.wake.wait()
+            watch.wake.clear()
+            try:
+                valid = await watch.still_valid()
+            except Exception:  # a store that does not answer: the stream stays, checked next time
+                logger.warning("could not check an open stream's credential", exc_info=True)
+                continue
+            if not valid:
+                logger.info("an open stream's credential no longer authenticates: the stream ends")
+                await end("credential no longer valid")
+                return

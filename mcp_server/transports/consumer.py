@@ -275,7 +275,8 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         try:
             await exchange.run([message])
         finally:
-            watching.cancel()
+            if watching is not None:
+                watching.cancel()
 
     async def _get(self, headers: Headers) -> None:
         if mcp_settings.STATELESS:
@@ -290,17 +291,18 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             return
         self.sink.log = log = await self._get_log(session, last_event_id)
         self.stream_session = session.id
-        await self.runtime.attach_stream(session.id, self.sink)
-        await self.send({"type": "http.response.start", "status": 200, "headers": sse.SSE_HEADERS})
-        opening = (log.priming([]) if last_event_id is None else b"") or b": stream open\n\n"
-        await self.send({"type": "http.response.body", "body": opening, "more_body": True})
-        if last_event_id is not None:  # this GET stream's own missed events first
-            await self._replay_get(session.id, last_event_id)
         watching = self._watch_credential(self._end_get)
         try:
+            await self.runtime.attach_stream(session.id, self.sink)
+            await self.send({"type": "http.response.start", "status": 200, "headers": sse.SSE_HEADERS})
+            opening = (log.priming([]) if last_event_id is None else b"") or b": stream open\n\n"
+            await self.send({"type": "http.response.body", "body": opening, "more_body": True})
+            if last_event_id is not None:  # this GET stream's own missed events first
+                await self._replay_get(session.id, last_event_id)
             await self.stream_closed.wait()
         finally:
-            watching.cancel()
+            if watching is not None:
+                watching.cancel()
             await self._leave_stream()
         await self.send({"type": "http.response.body", "body": b"", "more_body": False})
 
@@ -341,10 +343,10 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
 
     # -- helpers ---------------------------------------------------------------------------------------
 
-    def _watch_credential(self, end: Callable[[str], Awaitable[None]]) -> asyncio.Task[None]:
+    def _watch_credential(self, end: Callable[[str], Awaitable[None]]) -> asyncio.Task[None] | None:
         """Check the credential of this stream again while it is open; ``end`` it when refused (see
         :mod:`mcp_server.protocol.credentials`). Cancel the task when the stream ends."""
-        return asyncio.create_task(self.runtime.credentials.hold(self.scope, self.user, self.auth, end))
+        return self.runtime.credentials.watch(self.scope, self.user, self.auth, end)
 
     async def _end_get(self, reason: str) -> None:
         self.sink.close(reason)
