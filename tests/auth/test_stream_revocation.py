@@ -20,10 +20,10 @@ import httpx
 import pytest
 
 from tests.admin_helpers import admin_client, create_superuser, run_action
-from tests.auth_helpers import bearer, http_client, manage
+from tests.auth_helpers import bearer, http_client, make_fixtures, manage
 from tests.live import LiveServer, shared_site, start_server
 from tests.raw import open_session, sse_events
-from tests.transports.test_listen import Stream, listening
+from tests.transports.test_listen import Stream, listening, notify
 
 pytestmark = pytest.mark.asyncio
 
@@ -67,14 +67,18 @@ def new_credential(server: LiveServer, username: str) -> tuple[str, int]:
 
 
 @asynccontextmanager
-async def open_streams(server: LiveServer, token: str) -> AsyncIterator[tuple[httpx.Response, Stream]]:
-    """A GET stream of a handshake-era session and a listen stream, both opened with ``token``."""
-    async with http_client(token) as http:
+async def open_streams(
+    server: LiveServer, token: str | None = None, cookie: str | None = None
+) -> AsyncIterator[tuple[httpx.Response, Stream]]:
+    """A GET stream of a handshake-era session and a listen stream, both opened with ``token`` (or the
+    session ``cookie``)."""
+    credential = bearer(token) if token else {"Cookie": f"sessionid={cookie}"}
+    async with http_client(token, cookie) as http:
         session = await open_session(http, server.url)
         get_headers = session.headers(Accept="text/event-stream")
         async with (
             http.stream("GET", server.url, headers=get_headers) as get,
-            listening(server, {"promptsListChanged": True}, "watched", **bearer(token)) as listen,
+            listening(server, {"promptsListChanged": True}, "watched", **credential) as listen,
         ):
             assert get.status_code == 200, await get.aread()
             assert (await listen.next())["method"] == "notifications/subscriptions/acknowledged"
@@ -99,6 +103,12 @@ def periodic(start: Callable[..., LiveServer]) -> LiveServer:
     return start({"STREAM_RECHECK_INTERVAL": 1.0})
 
 
+@pytest.fixture(scope="module")
+def cookies(periodic: LiveServer) -> dict[str, str]:
+    """Session cookies of bob and sam (``tests/authapp/fixtures.py``) on the periodic server."""
+    return dict(make_fixtures(periodic)["cookies"])
+
+
 async def test_a_token_revoked_by_the_command_ends_its_streams_at_the_next_check(
     periodic: LiveServer,
 ) -> None:
@@ -106,6 +116,29 @@ async def test_a_token_revoked_by_the_command_ends_its_streams_at_the_next_check
     async with open_streams(periodic, token) as (get, listen):
         assert "Revoked" in manage(periodic, "mcp_token", "revoke", str(pk))
         await assert_both_end(get, listen)
+
+
+async def test_streams_whose_credential_still_works_outlive_the_checks(
+    periodic: LiveServer, cookies: dict[str, str]
+) -> None:
+    """A token's and a session cookie's streams, opened before another token's, are checked at least as
+    often: once that token's streams have ended at a check, the first ones still deliver."""
+    token, _pk = new_credential(periodic, "still-valid")
+    other, other_pk = new_credential(periodic, "revoked-beside")
+    async with (
+        open_streams(periodic, token) as (get, listen),
+        open_streams(periodic, cookie=cookies["bob"]) as (cookie_get, cookie_listen),
+        open_streams(periodic, other) as (other_get, other_listen),
+    ):
+        manage(periodic, "mcp_token", "revoke", str(other_pk))
+        await assert_both_end(other_get, other_listen)
+        await notify(periodic, feature="prompts")
+        for stream in (listen, cookie_listen):
+            assert (await stream.next())["method"] == "notifications/prompts/list_changed"
+        for response in (get, cookie_get):
+            async with asyncio.timeout(ENDS_WITHIN):
+                message = await anext(sse_events(response))
+            assert message["method"] == "notifications/prompts/list_changed"
 
 
 @pytest.mark.parametrize("change", sorted(QUIET_CHANGES))
@@ -118,6 +151,16 @@ async def test_an_expired_token_or_a_deactivated_user_ends_the_streams_at_the_ne
         manage(
             periodic, "shell", "-c", QUIET_PRELUDE + QUIET_CHANGES[change].format(pk=pk, username=username)
         )
+        await assert_both_end(get, listen)
+
+
+async def test_a_deactivated_cookie_user_s_streams_end_at_the_next_check(
+    periodic: LiveServer, cookies: dict[str, str]
+) -> None:
+    """The session cookie is read again at each check (not the user the stream opened with)."""
+    async with open_streams(periodic, cookie=cookies["sam"]) as (get, listen):
+        quiet = QUIET_CHANGES["user deactivated"].format(username="sam")
+        manage(periodic, "shell", "-c", QUIET_PRELUDE + quiet)
         await assert_both_end(get, listen)
 
 
