@@ -58,7 +58,7 @@ def announce(user_id: Any, token_id: Any = None) -> None:
 
 
 def _token_saved(sender: Any, instance: AccessToken, created: bool = False, **kwargs: Any) -> None:
-    if not created:
+    if not created and not kwargs.get("raw"):
         announce(instance.user_id, instance.pk)
 
 
@@ -68,7 +68,7 @@ def _token_deleted(sender: Any, instance: AccessToken, **kwargs: Any) -> None:
 
 def _user_saved(sender: Any, instance: Any, created: bool = False, **kwargs: Any) -> None:
     fields = kwargs.get("update_fields")
-    if created or (fields is not None and not USER_FIELDS & set(fields)):
+    if created or kwargs.get("raw") or (fields is not None and not USER_FIELDS & set(fields)):
         return
     announce(instance.pk)
 
