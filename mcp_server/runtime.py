@@ -31,6 +31,7 @@ from .ledger.stream_hub import StreamHub
 from .ledger.tasks import DatabaseTaskStore
 from .ledger.upkeep import Holding, Upkeep
 from .ledger.writer import LedgerWriter
+from .protocol.credentials import CredentialWatches
 from .protocol.listen import ListenerTable
 from .protocol.outbound import OutboundTable
 from .protocol.settlement import ABORTED, RequestTable, aborted_response
@@ -44,6 +45,7 @@ from .wire.messages import (
     CancelRequest,
     CancelSettled,
     ClientAnswer,
+    CredentialChanged,
     EndSession,
     ListenEvent,
     SessionChanged,
@@ -140,6 +142,8 @@ class Runtime:
         self.tasks.status_listeners.append(self._task_status)
         self.resumed = StreamHub(lambda: self.layer, lambda: self.channel)
         """The resumed streams (``GET`` with ``Last-Event-ID``) this process holds."""
+        self.credentials = CredentialWatches()
+        """The credentials of the long-lived streams this process holds, checked again while they are open."""
         self.exchanges: weakref.WeakSet[Any] = weakref.WeakSet()
         """Exchanges whose response is open (graceful shutdown waits for them)."""
         self.shutting_down = False
@@ -328,6 +332,8 @@ class Runtime:
             self.listeners.deliver(message)
         elif isinstance(message, StreamWake):
             self.resumed.deliver(message)
+        elif isinstance(message, CredentialChanged):
+            self.credentials.poke(message.user_id)
 
     async def _task_status(self, message: TaskStatus) -> None:
         """A task's status changed (on any worker): ``notifications/tasks`` to the listen streams asking."""

@@ -140,6 +140,16 @@ def test_e010_silent_for_seconds(key: str, value: float) -> None:
     assert mcp_ids(MCP_SERVER=with_mcp(**{key: value})) == []
 
 
+@pytest.mark.parametrize("value", [0, -1, "30", True, None, float("inf"), float("nan")])
+def test_e040_stream_recheck_interval_must_be_positive_seconds(value: Any) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(STREAM_RECHECK_INTERVAL=value)) == ["mcp_server.E040"]
+
+
+@pytest.mark.parametrize("value", [0.5, 1, 30.0])
+def test_e040_silent_for_positive_seconds(value: float) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(STREAM_RECHECK_INTERVAL=value)) == []
+
+
 def test_e011_a_ledger_backend_that_cannot_be_imported() -> None:
     assert mcp_ids(MCP_SERVER=with_mcp(LEDGER_BACKEND="no.such.Ledger")) == ["mcp_server.E011"]
 

@@ -48,6 +48,12 @@ async def secret_note(pk: int) -> str:
     return f"note {pk}"
 
 
+@mcp.resource("auth://public", mime_type="text/plain")
+async def public_notice() -> str:
+    """A resource anyone may read, beside the lenders' ones (a listen prefix ``auth:`` covers both)."""
+    return "opening hours"
+
+
 @mcp.prompt(permission="catalogue.add_loan")
 def lending_letter(borrower: str) -> str:
     """A prompt only lenders may get."""
