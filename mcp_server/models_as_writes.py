@@ -15,9 +15,10 @@ from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured, ValidationError
-from django.db import models, router, transaction
+from django.db import models, router
 
 from .core.context import Context
+from .core.writes import write_transaction
 from .registry.entries import Permission
 from .registry.server import MCPServer
 from .wire.errors import ToolError
@@ -164,7 +165,7 @@ def register_writes(
         ]
 
         def create_sync(ctx: Context, arguments: dict[str, Any]) -> Any:
-            with transaction.atomic(using=alias):
+            with write_transaction(alias):
                 obj = model()
                 assign(obj, arguments)
                 row = save(obj)
@@ -194,7 +195,7 @@ def register_writes(
         ]
 
         def update_sync(ctx: Context, value: Any, arguments: dict[str, Any]) -> Any:
-            with transaction.atomic(using=alias):
+            with write_transaction(alias):
                 obj = find(ctx, value)
                 assign(obj, arguments)
                 row = save(obj)
@@ -223,7 +224,7 @@ def register_writes(
     if "delete" in operations:
 
         def delete_sync(ctx: Context, value: Any) -> dict[str, Any]:
-            with transaction.atomic(using=alias):
+            with write_transaction(alias):
                 obj = find(ctx, value)
                 try:
                     obj.delete()
