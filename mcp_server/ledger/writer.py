@@ -239,7 +239,7 @@ class LedgerWriter(BatchLoop):
                 await self._write_batch(inserts, updates)
             finally:
                 in_flight = {key for key, (_r, insert) in self._adopted.items() if insert is None}
-                self._flight.forget(set(self._writing), keep=in_flight)
+                self._flight.forget({id(r) for r in inserts}, keep=in_flight)  # (ids are reused)
                 self._writing, self._flushing = {}, {}
                 await self._settle_parked()
         if self._inserts or self._updates:

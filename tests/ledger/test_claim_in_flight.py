@@ -145,7 +145,7 @@ async def rows_of(record: LedgerRecord) -> list[tuple[str, Any]]:
 
 @pytest.mark.skipif(ON_SERVICES, reason="runs in the parent")
 def test_claims_in_flight_on_postgresql(tmp_path: Path) -> None:
-    rerun_on_services(__file__, test_claims_in_flight_on_postgresql, tmp_path, 2)
+    rerun_on_services(__file__, test_claims_in_flight_on_postgresql, tmp_path, 3)
 
 
 async def test_a_claim_never_waits_for_the_batch_that_holds_its_row(writer: LedgerWriter) -> None:
@@ -175,3 +175,15 @@ async def test_a_write_that_rolls_back_after_its_claim_leaves_one_row(writer: Le
     assert ledger.failures == []
     assert await rows_of(record) == [(State.ANSWERED, {"result": True})]
     assert not await Author.objects.filter(name=f"Author {record.request_key}").aexists()
+
+
+async def test_a_batch_forgets_the_rows_it_landed(writer: LedgerWriter) -> None:
+    """Records are known by ``id()``, which Python reuses once a record is gone: a batch must not leave its
+    landed pks behind, or a later record with a reused id would claim a stranger's (answered) row and be
+    told "settled by another worker" (seen under 200 concurrent writes)."""
+    records = [new_record(10 + n) for n in range(3)]
+    for record in records:
+        await writer.opened(record)
+    await writer.flush()
+    assert all(record.pk is not None for record in records)
+    assert writer._flight._landed == {}
