@@ -52,6 +52,9 @@ def worker(setup: str, directory: Path) -> Iterator[LiveServer]:
             server.stop()
 
 
+TOOL = ["write_author"]
+"""The tool called (``--tool``: ``echo``, for comparison: the same path without a write)."""
+
 FAILURES: list[str] = []
 """What the failed calls got (the first few are printed)."""
 
@@ -59,7 +62,9 @@ FAILURES: list[str] = []
 async def call(session: RawSession, name: str) -> tuple[bool, float]:
     started = time.perf_counter()
     try:
-        answer = await session.call_tool("write_author", {"name": name})
+        answer = await session.call_tool(
+            TOOL[0], {"name": name} if TOOL[0] == "write_author" else {"text": name}
+        )
         ok = "result" in answer and not answer["result"].get("isError")
         if not ok:
             FAILURES.append(json.dumps(answer)[:300])
@@ -104,7 +109,11 @@ def main() -> None:
     parser.add_argument("--setups", nargs="+", choices=SETUPS, default=list(SETUPS))
     parser.add_argument("--sequential", type=int, default=1000)
     parser.add_argument("--concurrent", type=int, default=200)
+    parser.add_argument(
+        "--tool", default="write_author", help="compare with another tool taking `text` (echo)"
+    )
     args = parser.parse_args()
+    TOOL[0] = args.tool
     with tempfile.TemporaryDirectory(prefix="mcp-bench-writes-") as tmp:
         for setup in args.setups:
             with worker(setup, Path(tmp)) as server:
