@@ -20,12 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.cache import caches
 from django.db import OperationalError, connections, transaction
 from django.utils import timezone
 
 from mcp_server.core.records import LedgerRecord, request_key
 from mcp_server.core.states import State
 from mcp_server.core.writes import write_transaction
+from mcp_server.ledger.cache import CacheLedger
 from mcp_server.ledger.database import DatabaseLedger
 from mcp_server.ledger.writer import LedgerWriter
 from mcp_server.models import LedgerEntry
@@ -72,6 +74,15 @@ async def writer(short_lock_timeout: None) -> AsyncIterator[LedgerWriter]:
     await made.aclose()
 
 
+@pytest.fixture(params=["database", "cache"])
+async def any_writer(request: pytest.FixtureRequest, short_lock_timeout: None) -> AsyncIterator[LedgerWriter]:
+    caches["default"].clear()
+    ledger = Counting() if request.param == "database" else CacheLedger({"RETENTION": 60})
+    made = LedgerWriter(ledger, interval=60.0)
+    yield made
+    await made.aclose()
+
+
 def new_record(request_id: int) -> LedgerRecord:
     return LedgerRecord(
         session_id=None,
@@ -108,8 +119,9 @@ class Handler(threading.Thread):
                 assert self.go.wait(WAIT)
                 adopt = self.writer.adopt(self.record, "default")
                 joined = asyncio.run_coroutine_threadsafe(adopt, self.loop).result(WAIT)
-                assert joined
-                assert self.writer.answer_within(self.record, "default")
+                assert joined == self.writer.ledger.joins("default")
+                if joined:  # as RequestClaim.confirm: only a ledger that joins the transaction
+                    assert self.writer.answer_within(self.record, "default")
                 self.events.append("claimed")
                 transaction.set_rollback(self.rollback)
             self.events.append("rolled back" if self.rollback else "committed")
@@ -119,15 +131,22 @@ class Handler(threading.Thread):
             connections.close_all()
 
 
-async def claim_while_in_flight(writer: LedgerWriter, record: LedgerRecord, *, rollback: bool) -> Handler:
-    """Run a handler whose claim comes while the batch holding ``record`` is being written."""
+async def claim_while_in_flight(
+    writer: LedgerWriter, record: LedgerRecord, *, rollback: bool, in_flight: bool = True
+) -> Handler:
+    """Run a handler whose claim comes while the batch holding ``record`` is being written (or, not
+    ``in_flight``, while the record is still queued: the batch starts after the handler is done)."""
     handler = Handler(writer, record, f"Author {record.request_key}", rollback=rollback)
     await writer.opened(record)
     handler.start()
     assert await asyncio.to_thread(handler.locked.wait, WAIT)  # its transaction holds the write lock
+    if not in_flight:
+        handler.go.set()
+        await asyncio.to_thread(handler.join, WAIT)
     batch = asyncio.create_task(writer.flush())
     await asyncio.sleep(0)  # one loop turn: the batch takes its records and goes to the writer's thread
-    assert id(record) in writer._writing
+    if in_flight:
+        assert id(record) in writer._writing
     handler.go.set()
     await asyncio.to_thread(handler.join, WAIT)
     assert handler.error is None, repr(handler.error)
@@ -145,7 +164,7 @@ async def rows_of(record: LedgerRecord) -> list[tuple[str, Any]]:
 
 @pytest.mark.skipif(ON_SERVICES, reason="runs in the parent")
 def test_claims_in_flight_on_postgresql(tmp_path: Path) -> None:
-    rerun_on_services(__file__, test_claims_in_flight_on_postgresql, tmp_path, 3)
+    rerun_on_services(__file__, test_claims_in_flight_on_postgresql, tmp_path, 6)
 
 
 async def test_a_claim_never_waits_for_the_batch_that_holds_its_row(writer: LedgerWriter) -> None:
@@ -165,16 +184,25 @@ async def test_a_claim_never_waits_for_the_batch_that_holds_its_row(writer: Ledg
     assert len(writer) == 0
 
 
-async def test_a_write_that_rolls_back_after_its_claim_leaves_one_row(writer: LedgerWriter) -> None:
-    """The handler claims while its record's batch is in flight, then its transaction rolls back: no author,
-    and exactly one row for the request, written with its settlement."""
+@pytest.mark.parametrize("in_flight", [True, False], ids=["in-flight", "queued"])
+async def test_a_write_that_rolls_back_after_its_claim_leaves_one_row(
+    any_writer: LedgerWriter, in_flight: bool
+) -> None:
+    """The handler claims while its record's batch is in flight (or while it is still queued), then its
+    transaction rolls back: no author, and exactly one row for the request, answered (the handler's result
+    is its answer), on both ledgers."""
     record = new_record(2)
-    await claim_while_in_flight(writer, record, rollback=True)
-    ledger = writer.ledger
-    assert isinstance(ledger, Counting)
-    assert ledger.failures == []
-    assert await rows_of(record) == [(State.ANSWERED, {"result": True})]
+    await claim_while_in_flight(any_writer, record, rollback=True, in_flight=in_flight)
     assert not await Author.objects.filter(name=f"Author {record.request_key}").aexists()
+    ledger = any_writer.ledger
+    if isinstance(ledger, Counting):
+        assert ledger.failures == []
+        assert await rows_of(record) == [(State.ANSWERED, {"result": True})]
+        return
+    stored = await ledger.aget(record)  # the cache ledger: the row the writer wrote, final
+    assert stored is not None
+    assert (stored.state, stored.outcome) == (State.ANSWERED, {"result": True})
+    assert await ledger.apending() == []
 
 
 async def test_a_batch_forgets_the_rows_it_landed(writer: LedgerWriter) -> None:
