@@ -28,7 +28,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mcp_server.checks import SQLITE_OPTIONS  # noqa: E402
+from mcp_server.site_checks import SQLITE_OPTIONS  # noqa: E402
 from tests.live import LiveServer, postgres_database, start_server  # noqa: E402
 from tests.raw import RawSession, open_session  # noqa: E402
 
