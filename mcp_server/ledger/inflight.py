@@ -63,21 +63,18 @@ class InFlight:
                 if key not in yielded and snapshot.pk is not None:
                     self._landed[key] = snapshot.pk
 
-    def taken(self, key: int) -> LedgerRecord | None:
-        """The answered row a handler's transaction inserted for the record (``None``: not taken)."""
-        with self._lock:
-            return self._taken.get(key)
+    # The event loop's two calls take no lock: a batch may hold it across a COMMIT, which the loop must not
+    # wait for. Their keys are of records no batch is writing, which the writer's thread never looks up at
+    # the same time, and one dictionary operation is atomic.
 
     def forget(self, keys: set[int], *, keep: set[int] | frozenset[int] = frozenset()) -> None:
         """On the event loop, once their batch is done: drop what is known of ``keys`` but ``keep`` (records
         a claim still has to decide on)."""
-        with self._lock:
-            for key in keys - keep:
-                self._landed.pop(key, None)
+        for key in keys - keep:
+            self._landed.pop(key, None)
 
     def release(self, key: int) -> LedgerRecord | None:
         """On the event loop, once the request is settled and no batch holds its record: forget it; the
         answered row its handler inserted, if it took the record."""
-        with self._lock:
-            self._landed.pop(key, None)
-            return self._taken.pop(key, None)
+        self._landed.pop(key, None)
+        return self._taken.pop(key, None)
