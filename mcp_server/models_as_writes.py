@@ -1,6 +1,6 @@
 """The opt-in write tools of ``expose_model``: ``<name>_create``, ``<name>_update``, ``<name>_delete``.
 
-Each runs in a worker thread inside ``transaction.atomic``: the row is built or changed from the allowed
+Each runs in a worker thread inside ``write_transaction`` (``transaction.atomic``, begun ``IMMEDIATE`` on SQLite): the row is built or changed from the allowed
 fields only, ``full_clean()`` validates it (a ``ValidationError`` becomes a tool error naming each failing
 field, and nothing is written), then it is saved and read back with the same fields as ``<name>_get``, and
 the request's answer is claimed (``Context.claim_answer``) before the commit: a request cancelled, timed out
@@ -20,9 +20,10 @@ from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured, ValidationError
-from django.db import models, router, transaction
+from django.db import models, router
 
 from .core.context import Context
+from .core.writes import write_transaction
 from .registry.entries import Permission
 from .registry.server import MCPServer
 from .wire.errors import ToolError
@@ -247,7 +248,7 @@ def register_writes(
         ]
 
         def create_sync(ctx: Context, arguments: dict[str, Any]) -> Any:
-            with transaction.atomic(using=alias):
+            with write_transaction(alias):
                 obj = model()
                 writer.assign(obj, arguments)
                 row = writer.save(ctx, obj, arguments)
@@ -277,7 +278,7 @@ def register_writes(
         ]
 
         def update_sync(ctx: Context, value: Any, arguments: dict[str, Any]) -> Any:
-            with transaction.atomic(using=alias):
+            with write_transaction(alias):
                 obj = writer.find(ctx, key_name, value)
                 writer.assign(obj, arguments)
                 row = writer.save(ctx, obj, arguments)
@@ -306,7 +307,7 @@ def register_writes(
     if "delete" in operations:
 
         def delete_sync(ctx: Context, value: Any) -> dict[str, Any]:
-            with transaction.atomic(using=alias):
+            with write_transaction(alias):
                 obj = writer.find(ctx, key_name, value)
                 try:
                     obj.delete()

@@ -15,6 +15,7 @@ import gc
 import logging
 import os
 import socket
+import threading
 import uuid
 import weakref
 from typing import Any, Protocol
@@ -23,7 +24,7 @@ from channels.layers import get_channel_layer
 
 from .conf import mcp_settings
 from .core.records import LedgerRecord, request_key
-from .core.stores import bounded
+from .core.stores import bounded, store_timeout
 from .ledger import Ledger, get_ledger
 from .ledger.event_writer import EventWriter
 from .ledger.events import EventStore, get_event_store
@@ -148,6 +149,8 @@ class Runtime:
         """Exchanges whose response is open (graceful shutdown waits for them)."""
         self.shutting_down = False
         self.shutdown_hooked = False
+        self.exit_watchdog: threading.Timer | None = None
+        """Armed by a signal to stop (:func:`~mcp_server.transports.shutdown.arm_exit_watchdog`)."""
         """Whether the server's stop (Twisted trigger or signal handlers) starts :meth:`ashutdown`."""
         self._shutdown_task: asyncio.Task[int] | None = None
         self.freeze_gc = freeze_gc
@@ -412,8 +415,8 @@ class Runtime:
                     await asyncio.wait(waits)
         except TimeoutError:
             logger.warning("shutdown grace of %.1fs ran out with responses still open", grace)
-        await self.writer.aclose(grace=max(1.0, grace))
-        await self.events.aclose(grace=max(1.0, grace))
+        last = max(1.0, store_timeout())  # the last batches, together: the shutdown's bound (README, I11)
+        await asyncio.gather(self.writer.aclose(grace=last), self.events.aclose(grace=last))
         logger.info("shutdown: %d in-flight requests answered with -32000", closed)
         return closed
 

@@ -594,3 +594,45 @@ def test_e021_stream_settings_out_of_range(setting: dict[str, Any]) -> None:
 )
 def test_stream_settings_in_range_are_fine(setting: dict[str, Any]) -> None:
     assert mcp_ids(MCP_SERVER=with_mcp(**setting)) == []
+
+
+# -- W036: SQLite options --------------------------------------------------------------------------------
+
+
+def sqlite(options: dict[str, Any] | None) -> dict[str, Any]:
+    database = {**settings.DATABASES["default"], "ENGINE": "django.db.backends.sqlite3"}
+    database.pop("OPTIONS", None)
+    if options is not None:
+        database["OPTIONS"] = options
+    return {"default": database}
+
+
+@pytest.mark.parametrize(
+    ("options", "problems"),
+    [
+        (None, 1),  # Django's defaults: deferred, 5 s
+        ({}, 1),
+        ({"transaction_mode": "DEFERRED", "timeout": 30}, 1),
+        ({"transaction_mode": "IMMEDIATE", "timeout": 1}, 1),
+        ({"timeout": 0.5}, 2),
+    ],
+)
+def test_w036_sqlite_without_immediate_transactions_or_a_lock_timeout(
+    options: dict[str, Any] | None, problems: int
+) -> None:
+    with override_settings(DATABASES=sqlite(options)):
+        messages = [m for m in run_checks() if m.id == "mcp_server.W036"]
+    assert len(messages) == problems
+    assert all("'transaction_mode': 'IMMEDIATE'" in str(m.hint) for m in messages)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"transaction_mode": "IMMEDIATE"},
+        {"transaction_mode": "exclusive", "timeout": 5},
+        {"transaction_mode": "IMMEDIATE", "timeout": 30, "init_command": "PRAGMA journal_mode=WAL;"},
+    ],
+)
+def test_w036_silent_with_the_readme_options(options: dict[str, Any]) -> None:
+    assert "mcp_server.W036" not in mcp_ids(DATABASES=sqlite(options))
