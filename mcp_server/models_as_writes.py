@@ -1,10 +1,11 @@
 """The opt-in write tools of ``expose_model``: ``<name>_create``, ``<name>_update``, ``<name>_delete``.
 
-Each runs in a worker thread inside ``write_transaction`` (``transaction.atomic``, begun ``IMMEDIATE`` on SQLite): the row is built or changed from the allowed
-fields only, ``full_clean()`` validates it (a ``ValidationError`` becomes a tool error naming each failing
-field, and nothing is written), then it is saved and read back with the same fields as ``<name>_get``, and
-the request's answer is claimed (``Context.claim_answer``) before the commit: a request cancelled, timed out
-or closed before that point rolls back; after it, it commits and is answered.
+Each runs in a worker thread inside ``write_transaction`` (``transaction.atomic``, begun ``IMMEDIATE`` on
+SQLite): the row is built or changed from the allowed fields only, ``full_clean()`` validates it (a
+``ValidationError`` becomes a tool error naming each failing field, and nothing is written), then it is saved
+and read back with the same fields as ``<name>_get``, and the request's answer is claimed
+(``Context.claim_answer``) before the commit: a request cancelled, timed out or closed before that point rolls
+back; after it, it commits and is answered.
 
 A write never reaches outside the tool's rows: a foreign key may only name a row of its field's
 ``limit_choices_to`` (``full_clean``) and of its ``related_querysets=`` entry, and the row written is read
