@@ -15,12 +15,12 @@ from tests.services_rerun import ON_SERVICES, rerun_on_services
 def test_a_hung_child_is_killed_and_named_with_its_output(tmp_path: Path) -> None:
     with pytest.raises(AssertionError) as failure:
         rerun_on_services(
-            __file__, test_a_hung_child_is_killed_and_named_with_its_output, tmp_path, 1, timeout=60
+            __file__, test_a_hung_child_is_killed_and_named_with_its_output, tmp_path, 1, timeout=25
         )
     message = str(failure.value)
     output = tmp_path / "child-output.txt"
     assert (
-        f"did not finish within 60s; its output (the test it was running is its last line) is in {output}"
+        f"did not finish within 25s; its output (the test it was running is its last line) is in {output}"
         in (message)
     )
     assert "test_services_rerun.py::test_hangs_in_the_child" in message  # named as it started
