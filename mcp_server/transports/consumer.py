@@ -274,7 +274,9 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         session = await self._session(headers)
         assert session.id is not None
         last_event_id = headers.get("last-event-id")
-        if last_event_id and not last_event_id.startswith("g"):  # a POST stream: its missed events
+        if last_event_id and not last_event_id.strip(" \t").startswith(
+            "g"
+        ):  # a POST stream: its missed events
             await serve_resumed(self.runtime, session.id, last_event_id, self.send, self.stream_closed)
             return
         self.sink.log = log = await self._get_log(session, last_event_id)
