@@ -37,6 +37,17 @@ async def returns_none() -> None:
 
 
 @mcp.tool
+def stored_integer(value: int) -> int:
+    """``value`` through the database as a 64-bit integer: past 64 bits the database refuses it (SQLite's
+    "too large to convert", PostgreSQL's "bigint out of range"), an exception whose text is the server's."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("select cast(%s as bigint)", [value])
+        return int(cursor.fetchone()[0])
+
+
+@mcp.tool
 async def raises() -> str:
     """A tool whose body raises: an isError result."""
     raise RuntimeError("boom")
