@@ -35,6 +35,7 @@ def _row_values(record: LedgerRecord) -> dict[str, Any]:
         "protocol_version": record.protocol_version,
         "round_of": record.round_of,
         "client": record.client,
+        "long_id": record.long_id,
     }
 
 
@@ -57,6 +58,7 @@ def _record(row: Any) -> LedgerRecord:
         pk=row.pk,
         protocol_version=row.protocol_version,
         client=row.client,
+        long_id=row.long_id,
     )
 
 
@@ -77,6 +79,7 @@ COLUMNS = (
     "protocol_version",
     "round_of",
     "client",
+    "long_id",
 )
 """The columns a batch writes, in ``LedgerRecord``'s names (they are the model's attribute names too)."""
 
@@ -240,6 +243,7 @@ class DatabaseLedger(Ledger):
                 protocol_version=record.protocol_version,
                 round_of=record.round_of,
                 client=record.client,
+                long_id=record.long_id,
             )
         except IntegrityError as exc:
             raise DuplicateRequest(record.request_key) from exc
