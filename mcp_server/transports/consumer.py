@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import io
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -45,6 +46,8 @@ logger = logging.getLogger("mcp_server.http")
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 SESSION_HEADER = "mcp-session-id"
+_SESSION_ID = re.compile(r"[\x21-\x7e]{1,64}")
+"""What a session id can be: visible ASCII (as the spec says) that fits the session table's key."""
 
 
 class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
@@ -206,6 +209,8 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         session_id = headers.get(SESSION_HEADER)
         if not session_id:
             raise HTTPProblem(400, "Bad Request: Mcp-Session-Id header is required", code=-32000)
+        if not _SESSION_ID.fullmatch(session_id):  # not one this server issues: no store is asked
+            raise HTTPProblem(404, "Session not found", code=-32001)
         cached = await self.runtime.sessions.aget_active(session_id, self.server.key)
         if cached is None or not self._owns(cached.user_id):  # another user's session is as good as unknown
             raise HTTPProblem(404, "Session not found", code=-32001)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -21,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.hostile import strict_json
-from tests.live import LiveServer
+from tests.live import LiveServer, shared_site, start_server
 from tests.raw import ACCEPT_BOTH, LATEST, MODERN, content_type, modern_meta, open_session, rpc
 
 TIMEOUT = 20.0
@@ -142,9 +143,16 @@ async def exchange(http: httpx.AsyncClient, method: str, url: str, head: list[An
             check_message(message)
 
 
-@pytest.fixture(scope="module")
-def server(start: Callable[..., LiveServer]) -> LiveServer:
-    return start({"RESPONSE_MODE": "auto"})
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """A server on SQLite, and one on PostgreSQL with Redis (which see what a header carries into a lookup
+    differently)."""
+    with contextlib.ExitStack() as stack:
+        env = stack.enter_context(shared_site()) if request.param == "postgresql" else {}
+        directory = tmp_path_factory.mktemp(f"fuzz-headers-{request.param}")
+        started = start_server(directory, {"RESPONSE_MODE": "auto"}, **env)
+        stack.callback(started.stop)
+        yield started
 
 
 @pytest.fixture(scope="module")
