@@ -208,7 +208,7 @@ class LedgerEntryAdmin(LedgerEntryModelAdmin):
     (``changelist.css``)."""
     list_display_links = ("request",)
     list_filter = ("state", "method", AgeFilter)
-    search_fields = ("request_key", "method", "session__id", "round_of", "client")
+    search_fields = ("request_key", "long_id", "method", "session__id", "round_of", "client")
     search_help_text = "Request id, method, session id or client."
     readonly_fields = [f.name for f in LedgerEntry._meta.get_fields() if f.concrete]
     list_select_related = ("user",)

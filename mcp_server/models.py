@@ -7,6 +7,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from .auth.models import AccessToken
+from .core.records import id_of_key
 from .core.states import State
 
 __all__ = ["AccessToken", "LedgerEntry", "Session", "Task"]
@@ -85,6 +86,12 @@ class LedgerEntry(models.Model):
         db_index=False,  # mcp_ledger_session_state leads with it
     )
     request_key = models.CharField(_("request id"), max_length=200)
+    long_id = models.TextField(
+        _("whole request id"),
+        blank=True,
+        default="",
+        help_text=_("A string id too long for the request id column, which then holds its hash and prefix."),
+    )
     method = models.CharField(max_length=100, db_index=True)
     name = models.CharField(_("tool, resource or prompt"), max_length=300, blank=True)
     user = models.ForeignKey(
@@ -151,8 +158,7 @@ class LedgerEntry(models.Model):
     @property
     def request_id(self) -> str | int:
         """The JSON-RPC id with its original type."""
-        kind, _sep, raw = self.request_key.partition(":")
-        return int(raw) if kind == "i" else raw
+        return id_of_key(self.request_key, self.long_id)
 
 
 class Task(models.Model):

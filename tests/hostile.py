@@ -33,6 +33,7 @@ __all__ = [
 ]
 
 MAX_ID_LENGTH = 198
+"""The ledger's column holds ``s:<id>`` of ids up to this long; longer ones are keyed by their hash."""
 INT_ID_RANGE = (-(2**63), 2**63 - 1)
 
 
@@ -95,7 +96,7 @@ def acceptable_id(value: Any) -> bool:
         return False
     if isinstance(value, int):
         return INT_ID_RANGE[0] <= value <= INT_ID_RANGE[1]
-    if len(value) > MAX_ID_LENGTH or "\x00" in value:
+    if "\x00" in value:
         return False
     try:
         value.encode()

@@ -9,6 +9,7 @@ before its batch is written becomes one final record, a longer one a pending rec
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -22,10 +23,13 @@ from .states import State
 
 __all__ = [
     "CLIENT_LENGTH",
+    "KEY_LENGTH",
     "NAME_LENGTH",
     "DuplicateRequest",
     "Ledger",
     "LedgerRecord",
+    "id_of_key",
+    "long_id_of",
     "make_storable",
     "request_key",
     "storable",
@@ -38,9 +42,29 @@ CLIENT_LENGTH = 200
 """What the ledger keeps of the tool, prompt or resource a request names (characters)."""
 
 
+KEY_LENGTH = 200
+"""Characters of the ledger's ``request_key`` column."""
+_PREFIX = KEY_LENGTH - len("h:") - 64 - len(":")
+
+
 def request_key(request_id: str | int) -> str:
-    """The stored form of a JSON-RPC id: ``1`` and ``"1"`` stay distinct."""
-    return f"i:{request_id}" if isinstance(request_id, int) else f"s:{request_id}"
+    """The stored form of a JSON-RPC id: ``1`` and ``"1"`` stay distinct.
+
+    A string id whose key would not fit :data:`KEY_LENGTH` (JSON-RPC lets an id be any string) is keyed
+    ``h:<SHA-256 of its key>:<its first characters>``: distinct ids keep distinct keys (the uniqueness of a
+    session's pending ids holds for them as for short ones), the prefix shows and searches in the admin, and
+    the whole id is kept beside it (:attr:`LedgerRecord.long_id`). Short ids are not hashed.
+    """
+    key = f"i:{request_id}" if isinstance(request_id, int) else f"s:{request_id}"
+    if len(key) <= KEY_LENGTH:
+        return key
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"h:{digest}:{key[2 : 2 + _PREFIX]}"
+
+
+def long_id_of(request_id: str | int, key: str) -> str:
+    """The id a hashed ``key`` stands for (``""`` for a key that holds its id)."""
+    return str(request_id) if key.startswith("h:") else ""
 
 
 def storable(text: str, limit: int) -> str:
@@ -102,12 +126,21 @@ class LedgerRecord:
     """The MCP revision the request was served at (a 2026-07-28 request has no session)."""
     client: str = ""
     """``"name version"`` of the client that sent it (at 2026-07-28 from the request's own ``clientInfo``)."""
+    long_id: str = ""
+    """The whole id of a request keyed by its hash (see :func:`request_key`), else ``""``."""
 
     @property
     def request_id(self) -> str | int:
         """The JSON-RPC id, with its original type."""
-        kind, _, raw = self.request_key.partition(":")
-        return int(raw) if kind == "i" else raw
+        return id_of_key(self.request_key, self.long_id)
+
+
+def id_of_key(key: str, long_id: str = "") -> str | int:
+    """The JSON-RPC id a stored ``key`` names (``long_id``: the whole id of a hashed key)."""
+    kind, _, raw = key.partition(":")
+    if kind == "h":
+        return long_id or raw.partition(":")[2]
+    return int(raw) if kind == "i" else raw
 
 
 def make_storable(record: LedgerRecord) -> None:

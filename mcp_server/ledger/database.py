@@ -38,6 +38,7 @@ def _row_values(record: LedgerRecord) -> dict[str, Any]:
         "protocol_version": record.protocol_version,
         "round_of": record.round_of,
         "client": record.client,
+        "long_id": record.long_id,
     }
 
 
@@ -60,6 +61,7 @@ def _record(row: Any) -> LedgerRecord:
         pk=row.pk,
         protocol_version=row.protocol_version,
         client=row.client,
+        long_id=row.long_id,
     )
 
 
@@ -80,6 +82,7 @@ COLUMNS = (
     "protocol_version",
     "round_of",
     "client",
+    "long_id",
 )
 """The columns a batch writes, in ``LedgerRecord``'s names (they are the model's attribute names too)."""
 
@@ -268,6 +271,7 @@ class DatabaseLedger(Ledger):
                 protocol_version=record.protocol_version,
                 round_of=record.round_of,
                 client=record.client,
+                long_id=record.long_id,
             )
         except IntegrityError as exc:
             raise DuplicateRequest(record.request_key) from exc

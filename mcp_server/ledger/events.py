@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 from abc import ABC, abstractmethod
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -40,6 +41,9 @@ __all__ = [
 
 STORE = "event store"
 
+_EVENT_ID = re.compile(r"([pg][0-9a-f]{32}):([0-9]{1,18})")
+"""An id this server issues: ``p`` (a POST stream) or ``g`` (a GET stream), 32 hex digits, ``:``, a seq."""
+
 
 @dataclasses.dataclass
 class StoredEvent:
@@ -59,11 +63,12 @@ class StoredEvent:
 
 
 def parse_event_id(value: str) -> tuple[str, int] | None:
-    """``(stream_id, seq)`` of a ``Last-Event-ID``, or ``None`` when it is not one of ours."""
-    stream_id, sep, seq = value.strip().rpartition(":")
-    if not sep or not stream_id or len(stream_id) > 40 or not seq.isdigit() or len(seq) > 18:
+    """``(stream_id, seq)`` of a ``Last-Event-ID``, or ``None`` when it is not of the form this server
+    issues (so no client string reaches a store key or a channel-layer group name unchecked)."""
+    found = _EVENT_ID.fullmatch(value.strip(" \t"))
+    if found is None:
         return None
-    return stream_id, int(seq)
+    return found.group(1), int(found.group(2))
 
 
 class EventStore(ABC):

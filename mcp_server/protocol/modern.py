@@ -16,6 +16,7 @@ from mcp_types.methods import serialize_server_result
 
 from ..conf import DEFAULTS, mcp_settings
 from ..core.context import LOG_LEVELS, Context, SessionState
+from ..sessions import json_size
 from ..wire.errors import INVALID_PARAMS, JSONRPCError
 from ..wire.jsonrpc import JSONRPCRequest, error_response
 from ..wire.modern import (
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CACHEABLE",
+    "check_metadata_size",
     "discover_result",
     "finish_result",
     "is_modern",
@@ -72,10 +74,14 @@ def modern_request_session(
     method: str,
     params: dict[str, Any],
     headers: Mapping[str, list[str]] | None = None,
+    *,
+    size: int | None = None,
 ) -> SessionState:
     """Run the ladder from the envelope on (HTTP headers when ``headers`` is given) and return the
-    request's ``SessionState``; raises ``JSONRPCError`` with the rung's code."""
+    request's ``SessionState``; raises ``JSONRPCError`` with the rung's code. ``size``: the bytes of the
+    message, when known (a small one is not measured: see :func:`check_metadata_size`)."""
     meta = check_envelope(params)
+    check_metadata_size(meta, size)
     if headers is not None:
         check_routing_headers(headers, method, params)
     version = check_version(meta)
@@ -95,6 +101,29 @@ def modern_request_session(
         client_info=dict(info) if isinstance(info, dict) else {},
         log_level=level,
     )
+
+
+_GROWTH = 5
+"""How much larger than its text a parsed JSON value can measure as compact JSON (``1e15``, 4 bytes, comes
+back as ``1000000000000000.0``, 18): a message of at most ``limit / _GROWTH`` bytes cannot hold metadata
+over the limit."""
+
+
+def check_metadata_size(meta: dict[str, Any], size: int | None = None) -> None:
+    """-32602 when the request's ``clientInfo`` and ``clientCapabilities`` together take more than
+    ``MAX_CLIENT_METADATA_BYTES`` as JSON, as at ``initialize``. A message of ``size`` bytes too small to
+    hold that much is not measured (the hot path: most requests are)."""
+    limit = int(mcp_settings.MAX_CLIENT_METADATA_BYTES)
+    if size is not None and size * _GROWTH <= limit:
+        return
+    measured = json_size([meta.get(CLIENT_INFO_KEY) or {}, meta.get(CLIENT_CAPABILITIES_KEY) or {}])
+    if measured > limit:
+        raise JSONRPCError(
+            INVALID_PARAMS,
+            f"Invalid params: {CLIENT_INFO_KEY} and {CLIENT_CAPABILITIES_KEY} take {measured} bytes as "
+            f"JSON; this server takes at most {limit} (MAX_CLIENT_METADATA_BYTES)",
+            {"size": measured, "limit": limit},
+        )
 
 
 def discover_result(server: MCPServer) -> dict[str, Any]:

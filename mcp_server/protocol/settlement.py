@@ -27,6 +27,7 @@ from ..core.records import (
     NAME_LENGTH,
     DuplicateRequest,
     LedgerRecord,
+    long_id_of,
     request_key,
     storable,
     storable_outcome,
@@ -244,6 +245,7 @@ class RequestTable:
             protocol_version=protocol_version,
             round_of=round_of,
             client=storable(client, CLIENT_LENGTH),
+            long_id=long_id_of(request_id, key),
         )
         entry = PendingRequest(record=record, request_id=request_id, deliver=deliver)
         try:

@@ -98,9 +98,9 @@ class Tool(RegisteredHandler):
             return self._error(str(exc))
         except Exception as exc:
             logger.exception("Tool %s raised", self.name)
-            detail = str(exc) or type(exc).__name__
-            if mcp_settings.ERROR_DETAIL:
-                detail = f"{type(exc).__name__}: {exc}"
+            # Its text is the server's (a database error, a RecursionError), not the tool author's message to
+            # the caller (a ToolError): it reaches the client only when ERROR_DETAIL asks for it.
+            detail = f"{type(exc).__name__}: {exc}" if mcp_settings.ERROR_DETAIL else "internal error"
             return self._error(f"Error executing tool {self.name}: {detail}")
         return self.to_result(value)
 

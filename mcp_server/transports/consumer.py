@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import io
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -45,6 +46,8 @@ logger = logging.getLogger("mcp_server.http")
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 SESSION_HEADER = "mcp-session-id"
+_SESSION_ID = re.compile(r"[\x21-\x7e]{1,64}")
+"""What a session id can be: visible ASCII (as the spec says) that fits the session table's key."""
 
 
 class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
@@ -206,6 +209,8 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         session_id = headers.get(SESSION_HEADER)
         if not session_id:
             raise HTTPProblem(400, "Bad Request: Mcp-Session-Id header is required", code=-32000)
+        if not _SESSION_ID.fullmatch(session_id):  # not one this server issues: no store is asked
+            raise HTTPProblem(404, "Session not found", code=-32001)
         cached = await self.runtime.sessions.aget_active(session_id, self.server.key)
         if cached is None or not self._owns(cached.user_id):  # another user's session is as good as unknown
             raise HTTPProblem(404, "Session not found", code=-32001)
@@ -286,7 +291,9 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         session = await self._session(headers)
         assert session.id is not None
         last_event_id = headers.get("last-event-id")
-        if last_event_id and not last_event_id.startswith("g"):  # a POST stream: its missed events
+        if last_event_id and not last_event_id.strip(" \t").startswith(
+            "g"
+        ):  # a POST stream: its missed events
             await serve_resumed(self.runtime, session.id, last_event_id, self.send, self.stream_closed)
             return
         self.sink.log = log = await self._get_log(session, last_event_id)

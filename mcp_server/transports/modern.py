@@ -78,7 +78,11 @@ class ModernPost:
             raise HTTPProblem(400, "Invalid Request: only requests and notifications may be posted")
         try:
             session = modern_request_session(
-                self.server, message.method, message.params or {}, header_lists(self.raw_headers)
+                self.server,
+                message.method,
+                message.params or {},
+                header_lists(self.raw_headers),
+                size=len(body),
             )
         except JSONRPCError as exc:
             await record_refusal(runtime, message, exc, user=user)

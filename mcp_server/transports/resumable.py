@@ -35,8 +35,8 @@ PRIMING_VERSION = "2025-11-25"
 with empty data)."""
 
 UNKNOWN_GRACE = 2.0
-"""Seconds a resumed POST stream of which the store knows nothing is waited for (its first rows may still be
-on their way, written in batches) before the response ends."""
+"""Seconds a ``Last-Event-ID`` of a POST stream the store knows nothing of is waited for (its first rows may
+still be on their way, written in batches) before it is refused (400)."""
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -129,23 +129,21 @@ async def serve_resumed(
     closed: asyncio.Event,
 ) -> None:
     """``GET`` with ``Last-Event-ID`` of a POST stream: replay its events after that id, then the ones that
-    come, until its end row (or the client goes). Raises ``HTTPProblem`` 400 for an id that is not ours."""
+    come, until its end row (or the client goes). Raises ``HTTPProblem`` 400 for an id not of the form this
+    server issues, and for one whose stream the store does not know (after :data:`UNKNOWN_GRACE`)."""
     parsed = parse_event_id(last_event_id)
     if parsed is None or not parsed[0].startswith("p"):
         raise HTTPProblem(400, "Bad Request: Last-Event-ID names no stream of this server")
     stream_id, last = parsed
     store = runtime.event_store
-    with contextlib.suppress(Exception):  # what this worker sent on it is stored before it is read
-        await runtime.events.write_now([])
     async with runtime.resumed.watch(stream_id) as woken:
+        rows = await _known_rows(runtime, session_id, stream_id, woken, closed)
+        if not rows:  # never issued in this session, or pruned (EVENT_RETENTION): nothing to resume
+            raise HTTPProblem(400, "Bad Request: Last-Event-ID names no stream of this session")
         await send({"type": "http.response.start", "status": 200, "headers": sse.SSE_HEADERS})
-        loop = asyncio.get_running_loop()
-        give_up = loop.time() + UNKNOWN_GRACE + runtime.events.interval
-        known = False
-        while not closed.is_set() and not runtime.shutting_down:
-            woken.clear()
-            rows = await store.aevents_after(session_id, stream_id, -1 if not known else last)
-            known = known or bool(rows)
+        # a body at once: the server sends the headers with it (a quiet handler would hold them back)
+        await send({"type": "http.response.body", "body": b": stream resumed\n\n", "more_body": True})
+        while True:
             sent: list[bytes] = []
             ended = _replay(rows, last, sent)
             for body in sent:
@@ -153,10 +151,29 @@ async def serve_resumed(
             if ended:
                 break
             last = max([last, *(r.seq for r in rows if r.seq > last and not r.last)])
-            if not known and loop.time() > give_up:
-                break
             await _wait_any(woken, closed, seconds=POLL_INTERVAL)
+            if closed.is_set() or runtime.shutting_down:
+                break
+            woken.clear()
+            rows = await store.aevents_after(session_id, stream_id, last)
     await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _known_rows(
+    runtime: Runtime, session_id: str, stream_id: str, woken: asyncio.Event, closed: asyncio.Event
+) -> list[StoredEvent]:
+    """Every stored row of the stream; waited for up to :data:`UNKNOWN_GRACE` (its first rows may still be
+    on their way, written in batches by another worker), ``[]`` if none come."""
+    with contextlib.suppress(Exception):  # what this worker sent on it is stored before it is read
+        await runtime.events.write_now([])
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + UNKNOWN_GRACE + runtime.events.interval
+    while True:
+        woken.clear()
+        rows = await runtime.event_store.aevents_after(session_id, stream_id, -1)
+        if rows or closed.is_set() or runtime.shutting_down or loop.time() > give_up:
+            return rows
+        await _wait_any(woken, closed, seconds=POLL_INTERVAL)
 
 
 def _replay(rows: list[StoredEvent], last: int, sent: list[bytes]) -> bool:

@@ -31,7 +31,7 @@ from ..models import Session
 from ..protocol.client_messages import handle_client_message
 from ..protocol.peer import RequestPeer
 from ..protocol.serving import answer_initialize, start_request
-from ..protocol.settlement import CANCELLED, CLOSED, PendingRequest, closed_response
+from ..protocol.settlement import CANCELLED, CLOSED, PENDING, PendingRequest, closed_response
 from ..registry.server import MCPServer
 from ..runtime import Runtime
 from ..sessions import LAST_SEEN_EVERY, state_of
@@ -322,8 +322,9 @@ class StdioLoop:
         except JSONRPCError as exc:
             await self._answer(error_response(message.id, exc))
             return
-        self.open.add(entry)
-        self._idle.clear()
+        if entry.state == PENDING:  # a remembered cancel (I9) settled it on arrival: nothing is open
+            self.open.add(entry)
+            self._idle.clear()
 
     async def _initialize(self, message: JSONRPCRequest) -> None:
         if self.state is not None:

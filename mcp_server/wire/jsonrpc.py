@@ -21,7 +21,6 @@ from pydantic import ValidationError
 from .errors import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, JSONRPCError
 
 __all__ = [
-    "MAX_ID_LENGTH",
     "MAX_INT_ID",
     "MAX_METHOD_LENGTH",
     "MIN_INT_ID",
@@ -52,11 +51,8 @@ __all__ = [
 
 IncomingMessage: TypeAlias = JSONRPCRequest | JSONRPCNotification | JSONRPCResponse | WireError
 
-MAX_ID_LENGTH = 198
-"""The longest string id a request may have: the ledger stores it as ``s:<id>`` in a 200-character column."""
-
 MAX_METHOD_LENGTH = 100
-"""The longest method name a request may have (the ledger's ``method`` column)."""
+"""Characters of a method name the ledger's ``method`` column keeps (a longer one is served, and unknown)."""
 
 MIN_INT_ID = -(2**63)
 MAX_INT_ID = 2**63 - 1
@@ -127,8 +123,9 @@ def encodable(text: str) -> bool:
 def id_problem(value: Any) -> str | None:
     """Why ``value`` cannot be the id of a request this server accepts, or ``None`` when it can.
 
-    An id must be a string or an integer (JSON-RPC), fit the ledger (:data:`MAX_ID_LENGTH`, 64 bits), hold
-    no NUL character (no database text column can) and no lone surrogate (it could not be sent back).
+    An id must be a string (of any length: the ledger keys a long one by its hash) or an integer of 64 bits
+    (JSON-RPC), hold no NUL character (no database text column can) and no lone surrogate (it could not be
+    sent back).
     """
     if value is None:
         return "a request id must not be null"
@@ -136,8 +133,6 @@ def id_problem(value: Any) -> str | None:
         return "a request id must be a string or an integer"
     if isinstance(value, int):
         return None if MIN_INT_ID <= value <= MAX_INT_ID else "an integer request id must fit in 64 bits"
-    if len(value) > MAX_ID_LENGTH:
-        return f"a string request id must be at most {MAX_ID_LENGTH} characters long"
     if "\x00" in value:
         return "a request id must not contain NUL characters"
     if not encodable(value):
@@ -146,9 +141,8 @@ def id_problem(value: Any) -> str | None:
 
 
 def method_problem(method: str) -> str | None:
-    """Why a request's ``method`` cannot be accepted (too long, NUL, a lone surrogate), or ``None``."""
-    if len(method) > MAX_METHOD_LENGTH:
-        return f"a method name must be at most {MAX_METHOD_LENGTH} characters long"
+    """Why a request's ``method`` cannot be accepted (NUL, a lone surrogate), or ``None`` (a long one is
+    answered as any unknown method is: -32601)."""
     if "\x00" in method:
         return "a method name must not contain NUL characters"
     if not encodable(method):

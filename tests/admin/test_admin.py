@@ -17,6 +17,7 @@ from django.utils import timezone
 from mcp_server.admin_live.consumer import LiveConsumer
 from mcp_server.admin_live.operations import aabort_requests, aborted_response
 from mcp_server.admin_live.snapshot import SnapshotSource, percentile, snapshots
+from mcp_server.core.records import long_id_of
 from mcp_server.ledger import LedgerRecord, State, get_ledger, request_key
 from mcp_server.models import LedgerEntry, Session
 from mcp_server.protocol.settlement import PendingRequest
@@ -54,6 +55,7 @@ def make_entry(
     return LedgerEntry.objects.create(
         session=session,
         request_key=request_key(request_id),
+        long_id=long_id_of(request_id, request_key(request_id)),
         method=method,
         name=name,
         worker="host:1:abc",
@@ -130,6 +132,17 @@ def test_search_by_request_id_method_and_session(admin_client: Client) -> None:
     assert listed(admin_client.get(CHANGELIST, {"q": "77"})) == [77]
     assert listed(admin_client.get(CHANGELIST, {"q": "prompts/get"})) == [77]
     assert listed(admin_client.get(CHANGELIST, {"q": "s-first"})) == ["req-alpha"]
+
+
+@pytest.mark.django_db
+def test_a_long_id_is_listed_and_found_whole(admin_client: Client) -> None:
+    """An id past the request id column (keyed by its hash) shows as itself, and is found by any part of it,
+    its end included (which the stored key's prefix does not hold)."""
+    long_id = "L" * 300 + "-tail-9"
+    make_entry(long_id, session=make_session())
+    make_entry("short")
+    assert listed(admin_client.get(CHANGELIST, {"q": "-tail-9"})) == [long_id]
+    assert listed(admin_client.get(CHANGELIST, {"q": "LLLL"})) == [long_id]
 
 
 @pytest.mark.django_db

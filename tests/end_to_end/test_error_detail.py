@@ -25,8 +25,20 @@ async def test_debug_site_sends_no_exception_detail(http: httpx.AsyncClient, liv
     assert raw["error"] == {"code": -32603, "message": "Internal error while handling test/raise"}
     tool = await session.call_tool("raises")
     assert tool["result"]["isError"] is True
-    assert tool["result"]["content"][0]["text"] == "Error executing tool raises: boom"  # no type, no trace
+    # no type, no text, no trace: an exception's text is the server's (a database error's, say)
+    assert tool["result"]["content"][0]["text"] == "Error executing tool raises: internal error"
     assert "Traceback" in live_server.log()  # the operator still has it
+
+
+async def test_a_database_error_in_a_tool_stays_on_the_server(
+    http: httpx.AsyncClient, live_server: LiveServer
+) -> None:
+    """An id past 64 bits reaches the database, which refuses it; its words (SQLite's "too large to
+    convert", PostgreSQL's "bigint out of range") are the server's, not the caller's."""
+    session = await open_session(http, live_server.url)
+    tool = await session.call_tool("stored_integer", {"value": 2**64})
+    assert tool["result"]["isError"] is True
+    assert tool["result"]["content"][0]["text"] == "Error executing tool stored_integer: internal error"
 
 
 async def test_error_detail_sends_the_traceback(

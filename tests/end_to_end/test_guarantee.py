@@ -171,6 +171,23 @@ async def test_cancel_in_batch_answers_only_the_siblings(
     assert body[0]["result"]["content"][0]["text"] == "slept 0.5"
 
 
+async def test_a_batch_whose_members_are_all_cancelled_is_202_without_a_body(
+    json_server: LiveServer, http: httpx.AsyncClient
+) -> None:
+    """I5 for a batch: nothing left to answer is a 202 with no body, not ``200 []`` (an empty array is no
+    JSON-RPC answer at all)."""
+    session = await session_on(json_server, http, version="2025-03-26")
+    slow = {"name": "slow", "arguments": {"seconds": 30}}
+    call = asyncio.create_task(session.post([rpc("tools/call", slow, 33), rpc("tools/call", slow, 34)]))
+    await session.wait_pending(33, 34)
+    await session.cancel(33)
+    await session.cancel(34)
+    response = await asyncio.wait_for(call, 10)
+    assert response.status_code == 202
+    assert response.content == b""
+    assert (await session.stats())["pending"] == []
+
+
 async def test_cancel_on_sse_post_closes_the_stream_without_reply(
     sse_server: LiveServer, http: httpx.AsyncClient
 ) -> None:

@@ -45,10 +45,17 @@ def rows(stream: str, count: int, *, key: str = "i:1") -> list[StoredEvent]:
 
 
 def test_parse_event_id() -> None:
-    assert parse_event_id("p0a1:12") == ("p0a1", 12)
+    stream = "p" + "0a" * 16
+    assert parse_event_id(f"{stream}:12") == (stream, 12)
+    assert parse_event_id(f" g{'f' * 32}:0 ") == (f"g{'f' * 32}", 0)
     assert parse_event_id("nonsense") is None
     assert parse_event_id("p:x") is None
     assert parse_event_id(":3") is None
+    # only the ids this server issues: nothing else reaches a store key or a channel-layer group name
+    for stream_part in ("p0a1", "p!", "p/x", "p@x", "p%41", "p a", "p\xe9", stream.upper(), "x" + stream[1:]):
+        assert parse_event_id(f"{stream_part}:1") is None, stream_part
+    for seq in ("\u0661", "\xb2", "1" * 19, "-1", "+1", "1 2"):
+        assert parse_event_id(f"{stream}:{seq}") is None, seq
 
 
 async def test_a_stream_is_read_after_an_id_and_bounded(store: EventStore) -> None:

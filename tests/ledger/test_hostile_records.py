@@ -20,7 +20,16 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from mcp_server.core.records import NAME_LENGTH, Ledger, LedgerRecord, request_key, storable, storable_outcome
+from mcp_server.core.records import (
+    KEY_LENGTH,
+    NAME_LENGTH,
+    Ledger,
+    LedgerRecord,
+    long_id_of,
+    request_key,
+    storable,
+    storable_outcome,
+)
 from mcp_server.core.states import State
 from mcp_server.ledger.cache import CacheLedger
 from mcp_server.ledger.database import DatabaseLedger
@@ -29,7 +38,6 @@ from mcp_server.models import LedgerEntry
 from mcp_server.protocol.settlement import ANSWERED, PendingRequest, RequestTable
 from mcp_server.wire.errors import INTERNAL_ERROR, INVALID_REQUEST, JSONRPCError
 from mcp_server.wire.jsonrpc import (
-    MAX_ID_LENGTH,
     MAX_INT_ID,
     MAX_METHOD_LENGTH,
     MIN_INT_ID,
@@ -48,10 +56,8 @@ INNER = "MCP_HOSTILE_RECORDS_INNER"
 
 def test_the_wire_limits_fit_the_ledger_columns() -> None:
     column = LedgerEntry._meta.get_field
-    longest = max(
-        len(request_key("x" * MAX_ID_LENGTH)), len(request_key(MIN_INT_ID)), len(request_key(MAX_INT_ID))
-    )
-    assert longest <= (column("request_key").max_length or 0)
+    longest = max(len(request_key(i)) for i in ("x" * 198, "x" * 199, "é" * 10**6, MIN_INT_ID, MAX_INT_ID))
+    assert longest == KEY_LENGTH == column("request_key").max_length
     assert column("method").max_length == MAX_METHOD_LENGTH
     assert column("name").max_length == NAME_LENGTH
 
@@ -153,7 +159,25 @@ async def test_an_error_message_with_nul_and_surrogates_is_stored_scrubbed(
     assert record.outcome == {"error": {"code": -32602, "message": "Unknown tool: a\ufffdb\ufffd"}}
 
 
-@pytest.mark.parametrize("request_id", ["a\x00", SURROGATE, "x" * (MAX_ID_LENGTH + 1), MAX_INT_ID + 1])
+def test_a_long_id_is_keyed_by_its_hash_and_kept_whole() -> None:
+    """Ids past the column share no key unless they are equal (not even with a long common prefix); short
+    ones keep their plain key (no hashing on the hot path)."""
+    short = "x" * 198
+    assert request_key(short) == "s:" + short
+    assert request_key(1) == "i:1"
+    first, second = "p" * 500 + "1", "p" * 500 + "2"
+    assert request_key(first) != request_key(second)
+    assert request_key(first) == request_key("p" * 500 + "1")
+    assert request_key("s" * 300) != request_key("h:" + "s" * 300)
+    key = request_key(first)
+    assert key.startswith("h:")
+    assert key.endswith("p" * 50)
+    record = LedgerRecord(session_id="s", request_key=key, method="ping", long_id=long_id_of(first, key))
+    assert record.request_id == first
+    assert long_id_of(short, request_key(short)) == ""
+
+
+@pytest.mark.parametrize("request_id", ["a\x00", SURROGATE, MAX_INT_ID + 1])
 async def test_the_table_refuses_an_id_the_ledger_cannot_hold(writer: LedgerWriter, request_id: Any) -> None:
     table = RequestTable(writer, worker_id="w")
 

@@ -37,6 +37,17 @@ async def returns_none() -> None:
 
 
 @mcp.tool
+def stored_integer(value: int) -> int:
+    """``value`` through the database as a 64-bit integer: past 64 bits the database refuses it (SQLite's
+    "too large to convert", PostgreSQL's "bigint out of range"), an exception whose text is the server's."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("select cast(%s as bigint)", [value])
+        return int(cursor.fetchone()[0])
+
+
+@mcp.tool
 async def raises() -> str:
     """A tool whose body raises: an isError result."""
     raise RuntimeError("boom")
@@ -333,7 +344,10 @@ async def raw_ledger_records(params: dict[str, Any], ctx: Context) -> dict[str, 
     ledger = runtime.ledger
     if isinstance(ledger, DatabaseLedger):
         rows = ledger.model.objects.filter(session_id=session).order_by("pk")
-        found = [(row.request_key, row.method, row.name, row.state, row.outcome) async for row in rows]
+        found = [
+            (row.request_key, row.request_id, row.method, row.name, row.state, row.outcome)
+            async for row in rows
+        ]
     else:
         assert isinstance(ledger, CacheLedger)
 
@@ -344,8 +358,8 @@ async def raw_ledger_records(params: dict[str, Any], ctx: Context) -> dict[str, 
             ]
 
         stored = await sync_to_async(scan, thread_sensitive=False)()
-        found = [(r.request_key, r.method, r.name, r.state, r.outcome) for r in stored]
-    keys = ("request_key", "method", "name", "state", "outcome")
+        found = [(r.request_key, r.request_id, r.method, r.name, r.state, r.outcome) for r in stored]
+    keys = ("request_key", "request_id", "method", "name", "state", "outcome")
     return {"records": [dict(zip(keys, values, strict=True)) for values in found]}
 
 

@@ -95,7 +95,6 @@ def plainly_valid_request(body: Any) -> bool:
         and isinstance(method, str)
         and method.isascii()
         and "\x00" not in method
-        and len(method) <= 100
         and "id" in body
         and acceptable_id(body["id"])
         and (body.get("params") is None or isinstance(body["params"], dict))

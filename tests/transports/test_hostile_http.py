@@ -7,6 +7,7 @@ Bodies are written as raw bytes (``json.dumps`` escapes a lone surrogate as ``\\
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from mcp_server.wire.jsonrpc import MAX_ID_LENGTH, MAX_INT_ID, MAX_METHOD_LENGTH, MIN_INT_ID
+from mcp_server.core.records import request_key
+from mcp_server.wire.jsonrpc import MAX_INT_ID, MIN_INT_ID
 from tests.live import (
     REDIS_URL,
     LiveServer,
@@ -100,6 +102,34 @@ async def records(session: RawSession) -> dict[str, dict[str, Any]]:
     probe = await post(session, rpc("test/ledger_records", {}, "records-probe"))
     result = only_answer(probe, "records-probe")["result"]
     return {r["request_key"]: r for r in result["records"] if r["request_key"] != "s:records-probe"}
+
+
+def stored_ids(stored: dict[str, dict[str, Any]]) -> set[Any]:
+    return {record["request_id"] for record in stored.values()}
+
+
+async def test_long_ids_are_served_kept_whole_and_told_apart(
+    site: LiveServer, http: httpx.AsyncClient
+) -> None:
+    """JSON-RPC lets an id be any string: one past the ledger's column is keyed by its hash beside a
+    prefix. Two ids with the same long prefix stay distinct; the same long id twice in flight is refused
+    once, as a short one is; each settles with its whole id."""
+    session = await open_session(http, site.url)
+    first, second = "p" * 250 + "-1", "p" * 250 + "-2"
+    slow = asyncio.create_task(post(session, call(first, "slow", seconds=30)))
+    await session.wait_pending(first)
+    duplicate = only_answer(await post(session, call(first, "echo", text="again")), first)["error"]
+    assert duplicate["code"] == -32600, duplicate
+    assert "already in flight" in duplicate["message"], duplicate
+    assert only_answer(await post(session, call(second, "echo", text="other")), second)["result"]
+    await session.cancel(first)
+    assert (await asyncio.wait_for(slow, 20)).status_code == 202
+    stored = await records(session)
+    hashed = {key: r for key, r in stored.items() if key.startswith("h:")}
+    assert {r["request_id"] for r in hashed.values()} == {first, second}, hashed
+    assert all(len(key) <= 200 and key.endswith("p" * 50) for key in hashed), hashed
+    assert {r["state"] for r in hashed.values()} <= {"cancelled", "answered"}, hashed
+    assert await nothing_pending(session)
 
 
 async def nothing_pending(session: RawSession) -> bool:
@@ -295,8 +325,16 @@ def site(request: pytest.FixtureRequest, sites: Sites) -> LiveServer:
     return sites.servers[request.param]
 
 
-REFUSED_IDS: list[int | str] = ["x" * (MAX_ID_LENGTH + 1), MAX_INT_ID + 1, MIN_INT_ID - 1, 10**30, "a\x00b"]
-ACCEPTED_IDS: list[int | str] = ["x" * MAX_ID_LENGTH, MAX_INT_ID, MIN_INT_ID, "日本語 ✓"]
+REFUSED_IDS: list[int | str] = [MAX_INT_ID + 1, MIN_INT_ID - 1, 10**30, "a\x00b"]
+ACCEPTED_IDS: list[int | str] = [
+    "x" * 198,
+    "x" * 199,
+    "x" * 300,
+    "é" * 5_000,
+    MAX_INT_ID,
+    MIN_INT_ID,
+    "日本語 ✓",
+]
 
 
 async def test_values_a_ledger_column_cannot_hold_are_refused_or_stored_safely(
@@ -306,13 +344,13 @@ async def test_values_a_ledger_column_cannot_hold_are_refused_or_stored_safely(
     for request_id in REFUSED_IDS:  # ids: refused, the id echoed (it can be sent back)
         error = refused(await post(session, rpc("ping", None, request_id)), -32600, request_id)
         assert "request id" in error["message"]
-    for request_id, method in [(20, "m" * (MAX_METHOD_LENGTH + 1)), (21, "tools/\x00call")]:
-        assert (
-            "method"
-            in refused(await post(session, rpc(method, {}, request_id)), -32600, request_id)["message"]
-        )
+    assert "method" in refused(await post(session, rpc("tools/\x00call", {}, 21)), -32600, 21)["message"]
+    long_method = only_answer(await post(session, rpc("m" * 300, {}, 20)), 20)  # unknown, however long
+    assert long_method["error"]["code"] == -32601, long_method
     for request_id in ACCEPTED_IDS:  # at the limits: served
         assert only_answer(await post(session, rpc("ping", None, request_id)), request_id)["result"] == {}
+
+    assert stored_ids(await records(session)) >= {"x" * 300, "é" * 5_000}  # kept whole
 
     # Names: the request is answered, the record keeps what the column can hold.
     expected = {
@@ -339,9 +377,9 @@ async def test_values_a_ledger_column_cannot_hold_are_refused_or_stored_safely(
         assert "\x00" not in record["outcome"]["error"]["message"]
     assert stored["i:30"]["outcome"]["error"]["message"] == "Unknown tool: no\ufffdsuch"
     assert stored["i:36"]["outcome"] == {"result": True}
-    accepted_keys = {f"i:{i}" if isinstance(i, int) else f"s:{i}" for i in ACCEPTED_IDS}
+    accepted_keys = {request_key(i) for i in ACCEPTED_IDS}
     assert accepted_keys <= set(stored)
     assert all(stored[key]["state"] == "answered" for key in accepted_keys)
-    served = {"i:1"} | accepted_keys | {f"i:{n}" for n in [*expected, 36]}  # initialize was id 1
+    served = {"i:1", "i:20"} | accepted_keys | {f"i:{n}" for n in [*expected, 36]}  # initialize was id 1
     assert set(stored) == served  # nothing of what was refused
     assert await nothing_pending(session)

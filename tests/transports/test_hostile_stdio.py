@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from mcp_server.wire.jsonrpc import MAX_ID_LENGTH, MAX_INT_ID
+from mcp_server.wire.jsonrpc import MAX_INT_ID
 from tests.live import migrated_template
 from tests.raw import rpc
 from tests.transports.test_stdio import LEDGERS, RawStdio, spawn, stdio_env
@@ -80,7 +80,8 @@ HOSTILE_LINES: list[tuple[str, bytes, Any, int | None]] = [
     ("object-id", line(rpc("ping", None, {"a": 1})), None, -32600),
     ("array-id", line(rpc("ping", None, [1])), None, -32600),
     ("nul-id", line(rpc("ping", None, "a\x00b")), "a\x00b", -32600),
-    ("long-id", line(rpc("ping", None, "x" * (MAX_ID_LENGTH + 1))), "x" * (MAX_ID_LENGTH + 1), -32600),
+    ("long-id", line(rpc("ping", None, "x" * 300)), "x" * 300, None),  # any string: keyed by its hash
+    ("long-method", line(rpc("m" * 300, {}, 28)), 28, -32601),  # unknown, however long
     ("huge-id", line(rpc("ping", None, MAX_INT_ID + 1)), MAX_INT_ID + 1, -32600),
     ("surrogate-method", line(rpc("tools/" + SURROGATE, {}, 20)), 20, -32600),
     ("surrogate-result", line(call(21, "echo", text=SURROGATE)), 21, -32603),

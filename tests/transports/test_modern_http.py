@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -284,3 +285,33 @@ async def test_every_refused_request_is_recorded_once(server: LiveServer) -> Non
     )
     assert '"code": -32601' in row["outcome"] or '"code":-32601' in row["outcome"]
     assert row["protocol_version"] == MODERN
+
+
+@pytest.mark.parametrize("field", ["clientCapabilities", "clientInfo"])
+async def test_client_metadata_is_capped_as_at_initialize(server: LiveServer, field: str) -> None:
+    """``MAX_CLIENT_METADATA_BYTES`` (16384) caps a 2026 request's ``clientCapabilities`` and ``clientInfo``
+    as it caps the same data at ``initialize``: -32602 with the size and the limit in data."""
+    big = {"experimental": {"x": {"y": "é" * 600_000}}} if field == "clientCapabilities" else None
+    info = {"name": "n" * 1_000_000, "version": "1"} if field == "clientInfo" else None
+    meta = modern_meta(capabilities=big, client_info=info)
+    payload = rpc("tools/list", {"_meta": meta}, 7)
+    refused = error(await post(server, payload, headers("tools/list")), 400, -32602)
+    assert refused["data"]["limit"] == 16384
+    assert refused["data"]["size"] > 1_000_000
+    assert "MAX_CLIENT_METADATA_BYTES" in refused["message"]
+    # just under the cap is served; numbers that grow when measured (1e15: 18 bytes) are measured all the same
+    under = modern_meta(capabilities={"experimental": {"x": {"y": "y" * 16_000}}})
+    assert "result" in final_response(
+        await post(server, rpc("tools/list", {"_meta": under}, 8), headers("tools/list")), 8
+    )
+    grown = modern_meta(
+        capabilities={"experimental": {"n": {"v": [1e15] * 1000}}}
+    )  # 4 KB sent, 19 KB measured
+    assert grown["io.modelcontextprotocol/clientCapabilities"]["experimental"]["n"]["v"][0] == 1e15
+    text = json.dumps(rpc("tools/list", {"_meta": grown}, 9), separators=(",", ":")).replace(
+        "1000000000000000.0", "1e15"
+    )
+    assert len(text) < 16384 // 3
+    async with httpx.AsyncClient(timeout=10) as client:
+        response = await client.post(server.url, content=text, headers=headers("tools/list"))
+    assert error(response, 400, -32602, 9)["data"]["size"] > 16384

@@ -4,6 +4,7 @@ stream, each response delivered exactly once."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -17,6 +18,9 @@ from tests.live import LiveServer
 from tests.raw import RawSession, open_session, rpc
 
 pytestmark = pytest.mark.asyncio
+
+QUIET = 4.0
+"""Seconds a handler stays quiet under a resumed stream (more than the 2 s grace for an unknown stream)."""
 
 
 @dataclass
@@ -207,6 +211,75 @@ async def test_a_foreign_last_event_id_is_refused(server: LiveServer) -> None:
         headers = session.headers(accept="text/event-stream", **{"Last-Event-ID": "not-an-id"})
         response = await http.get(server.url, headers=headers)
         assert response.status_code == 400
+
+
+@pytest.mark.parametrize(
+    "stream_part",
+    ["p!", "p/x", "p@x", "p%41", "p a", "p\xe9", "p" + "a" * 60, "g!", "g/x", "g\xe9", "P" + "0" * 32],
+)
+async def test_a_last_event_id_with_any_character_in_its_stream_part_is_a_400(
+    server: LiveServer, stream_part: str
+) -> None:
+    """Such a stream part once reached a Channels group name, which refused it: a 500 and a traceback."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        session = await open_session(http, server.url)
+        headers = session.headers(accept="text/event-stream")
+        raw = [(k.encode(), v.encode()) for k, v in headers.items()]
+        raw.append((b"last-event-id", f"{stream_part}:1".encode("latin-1")))
+        response = await http.get(server.url, headers=raw)
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["message"].startswith("Bad Request: Last-Event-ID")
+
+
+async def test_a_well_formed_id_of_no_stream_of_the_session_is_a_400(server: LiveServer) -> None:
+    """README: an id the server did not issue (or whose stream was pruned) is a 400, after the grace in
+    which another worker's batch could still bring its rows. An empty 200 would make the official client
+    reconnect for ever (each empty stream resets its attempt count); a 400 makes it give up."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        session = await open_session(http, server.url)
+        for kind in ("p", "g"):  # a GET stream's id is resumed live, known or not: only POST streams end
+            headers = session.headers(accept="text/event-stream", **{"Last-Event-ID": f"{kind}{'0' * 32}:3"})
+            if kind == "p":
+                response = await http.get(server.url, headers=headers)
+                assert response.status_code == 400, response.text
+                continue
+            async with http.stream("GET", server.url, headers=headers) as response:
+                assert response.status_code == 200
+        # a POST stream of another session is no stream of this one
+        gate = uuid.uuid4().hex
+        await open_gate(session, gate)
+        events = [e async for e in events_of(await session.post(call(gate, 11)))]
+        other = await open_session(http, server.url)
+        headers = other.headers(accept="text/event-stream", **{"Last-Event-ID": str(events[0].id)})
+        assert (await http.get(server.url, headers=headers)).status_code == 400
+        assert len(await resume(session, str(events[0].id))) == 4  # its own session replays it
+
+
+async def test_a_resumed_stream_outlasts_a_quiet_handler(server: LiveServer) -> None:
+    """The client resumes while the handler says nothing for several seconds (longer than the grace for
+    an unknown stream and many store polls): the resumed stream stays open, then delivers every later event
+    and the response, exactly once."""
+    gate = uuid.uuid4().hex
+    async with httpx.AsyncClient(timeout=60) as http:
+        session = await open_session(http, server.url)
+        async with http.stream(
+            "POST", server.url, json=call(gate, 12), headers=session.headers()
+        ) as response:
+            stream = events_of(response)
+            priming = await anext(stream)
+            first = await anext(stream)
+        stream_id = str(priming.id).rpartition(":")[0]
+        headers = session.headers(accept="text/event-stream", **{"Last-Event-ID": str(first.id)})
+        async with http.stream("GET", server.url, headers=headers) as resumed:
+            assert resumed.status_code == 200
+            events = events_of(resumed)
+            waiting = asyncio.ensure_future(anext(events))
+            done, _ = await asyncio.wait([waiting], timeout=QUIET)  # the handler waits at its gate
+            assert not done, waiting.result()  # nothing comes, and the stream does not end
+            await open_gate(session, gate)
+            rest = [await waiting, *[event async for event in events]]
+        check_rest(rest, stream_id, 1, 12)
+        assert 12 not in (await session.stats())["pending"]
 
 
 async def test_the_official_client_resumes_a_closed_stream(start: Callable[..., LiveServer]) -> None:

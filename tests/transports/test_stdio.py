@@ -488,6 +488,24 @@ async def test_cancel_sends_nothing_for_that_id(start: Any, database: Path) -> N
     assert rows(database, "select state from mcp_server_ledgerentry where name = 'slow'") == [("cancelled",)]
 
 
+async def test_a_request_settled_by_a_remembered_cancel_does_not_hold_the_end(
+    start: Any, database: Path
+) -> None:
+    """I9 over stdio: the cancel comes first and is remembered; its request, when it comes, is settled on
+    arrival. It must not stay in the loop's open set, where end of input would wait the whole grace for it."""
+    grace = 60.0
+    raw: RawStdio = await start(overrides={"SHUTDOWN_GRACE": grace})
+    await raw.initialize()
+    await raw.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}})
+    await raw.send(call(2, "slow", seconds=600))
+    assert (await raw.request(call(3, "stdio_pending")))["result"]["structuredContent"]["result"] == []
+    cut = time.monotonic()
+    assert await raw.finish() == 0
+    assert time.monotonic() - cut < grace / 4  # it did not wait out the grace for a settled request
+    assert raw.answers_to(2) == []
+    assert rows(database, "select state from mcp_server_ledgerentry where name = 'slow'") == [("cancelled",)]
+
+
 async def test_a_long_line_is_refused_and_the_next_one_served(start: Any) -> None:
     raw: RawStdio = await start(overrides={"MAX_REQUEST_BYTES": 1000})
     await raw.initialize()

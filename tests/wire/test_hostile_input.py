@@ -11,9 +11,7 @@ import pytest
 from mcp_server.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, JSONRPCError
 from mcp_server.wire.jsonrpc import (
     MAX_DEPTH,
-    MAX_ID_LENGTH,
     MAX_INT_ID,
-    MAX_METHOD_LENGTH,
     MIN_INT_ID,
     JSONRPCNotification,
     JSONRPCRequest,
@@ -97,14 +95,13 @@ def test_a_wrong_typed_id_is_refused_not_taken_for_a_notification(request_id: An
 @pytest.mark.parametrize(
     ("request_id", "echoed"),
     [
-        ("x" * (MAX_ID_LENGTH + 1), True),
         (MAX_INT_ID + 1, True),
         (MIN_INT_ID - 1, True),
         (10**300, True),
         ("a\x00b", True),
         ("a" + SURROGATE, False),
     ],
-    ids=["long-string", "above-64-bits", "below-64-bits", "huge", "nul", "surrogate"],
+    ids=["above-64-bits", "below-64-bits", "huge", "nul", "surrogate"],
 )
 def test_an_id_the_ledger_cannot_hold_is_refused(request_id: Any, echoed: bool) -> None:
     with pytest.raises(JSONRPCError) as caught:
@@ -115,7 +112,9 @@ def test_an_id_the_ledger_cannot_hold_is_refused(request_id: Any, echoed: bool) 
     assert strict_json(dumps(answer))["error"]["code"] == INVALID_REQUEST
 
 
-@pytest.mark.parametrize("request_id", ["x" * MAX_ID_LENGTH, MAX_INT_ID, MIN_INT_ID, "", "日本語 ✓", 0])
+@pytest.mark.parametrize(
+    "request_id", ["x" * 198, "x" * 199, "x" * 100_000, MAX_INT_ID, MIN_INT_ID, "", "日本語 ✓", 0]
+)
 def test_ids_at_the_limits_are_accepted(request_id: Any) -> None:
     message = parse_message(request(request_id))
     assert isinstance(message, JSONRPCRequest)
@@ -124,8 +123,8 @@ def test_ids_at_the_limits_are_accepted(request_id: Any) -> None:
 
 @pytest.mark.parametrize(
     "method",
-    ["m" * (MAX_METHOD_LENGTH + 1), "tools/\x00call", "tools/" + SURROGATE],
-    ids=["long", "nul", "surrogate"],
+    ["tools/\x00call", "tools/" + SURROGATE],
+    ids=["nul", "surrogate"],
 )
 def test_a_method_the_server_cannot_accept_is_refused_with_the_id(method: str) -> None:
     with pytest.raises(JSONRPCError) as caught:
