@@ -9,13 +9,18 @@ shows those still unanswered, ``tasks/update`` (on any worker) records answers, 
 round is answered the handler runs again from the start with them (as with input rounds of a call). The
 runner renews the lease of its tasks through the ledger upkeep; when its worker dies, a survivor fails them
 once the lease ran out.
+
+A parked task sleeps on an event: set by a write to the task in this process (an answer, a cancel), by a
+status change heard on the channel layer (a write on another worker), and, as a fallback for a lost
+message, by the upkeep at each lease renewal (:meth:`TaskRunner.recheck`); it never polls the store. Every
+task fails once its deadline passes (``TASK_MAX_DURATION``, else its TTL), working or parked
+(:mod:`.task_bounds`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Collection
 from datetime import timedelta
@@ -42,12 +47,12 @@ from ..wire.errors import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, REQ
 from ..wire.messages import TaskStatus, task_group, to_event
 from ..wire.modern import MissingClientCapability
 from .modern import finish_result, is_modern
+from .task_bounds import admit, client_address, max_duration, overdue_error, task_context, task_deadline
 
 if TYPE_CHECKING:
     from ..registry.tools import Tool
 
 __all__ = [
-    "INPUT_POLL",
     "TaskRunner",
     "call_tool",
     "tasks_cancel",
@@ -58,13 +63,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("mcp_server.tasks")
-
-INPUT_POLL = 0.2
-"""Seconds between two looks at the store while a task waits for answers, without a channel layer."""
-
-INPUT_POLL_WATCHED = 2.0
-"""The same, while the worker hears of the task's changes on the channel layer (the look is then a fallback
-for a lost message: an answer recorded on any worker wakes the task at once)."""
 
 SHUTDOWN_MESSAGE = "the worker running the task shut down"
 
@@ -101,6 +99,7 @@ async def call_tool(ctx: Context, tool: Tool) -> dict[str, Any]:
         return await tool.call(arguments, ctx)
     if tool.task_start == "immediate":
         return await runner.start(ctx, tool, {})
+    await runner.admit(ctx)  # over the limit, the handler does not run either
     ctx.detaching = True
     try:
         return await tool.call(arguments, ctx)
@@ -140,6 +139,7 @@ class TaskRunner:
         """Called with each :class:`TaskStatus` this worker hears of, from any worker, for the tasks it
         watches (:meth:`watch`): the hook of ``notifications/tasks`` on ``subscriptions/listen``."""
         store.on_change(self._publish)
+        store.on_change(self._written)
         self.worker_id = worker_id
         self._channel = channel
         self._stop_elsewhere = stop_elsewhere
@@ -189,15 +189,26 @@ class TaskRunner:
         except Exception:
             logger.warning("could not publish the status of task %s", record.task_id[:12], exc_info=True)
 
+    def _written(self, record: TaskRecord) -> None:
+        """A write to a task in this process (an answer, a cancel): wake the task if it is parked here."""
+        self.wake(record.task_id)
+
     def held(self) -> set[str]:
         """The ids of the tasks running here (their leases are renewed by the upkeep)."""
         return set(self.running)
 
+    async def admit(self, ctx: Context) -> None:
+        """Raise -32004 when the caller may not start one more task (``MAX_TASKS_PER_OWNER``,
+        ``MAX_TASKS``)."""
+        await admit(self.store, owner_of(ctx.user), client_address(ctx))
+
     async def start(self, ctx: Context, tool: Tool, answers: dict[str, Any]) -> dict[str, Any]:
         """Create the task durably, start it here, and return the ``CreateTaskResult`` (-32000 while this
-        worker shuts down: it would not run the task to its end)."""
+        worker shuts down: it would not run the task to its end; -32004 over the limits of live tasks)."""
         if self.stopping:
             raise JSONRPCError(CONNECTION_CLOSED, f"Connection closed: {SHUTDOWN_MESSAGE}")
+        owner, address = owner_of(ctx.user), client_address(ctx)
+        await admit(self.store, owner, address)
         now = timezone.now()
         ttl = mcp_settings.TASK_TTL
         poll = mcp_settings.TASK_POLL_INTERVAL
@@ -205,7 +216,7 @@ class TaskRunner:
         record = TaskRecord(
             task_id=new_task_id(),
             server=ctx.server.key,
-            owner=owner_of(ctx.user),
+            owner=owner,
             tool=tool.name,
             created=now,
             updated=now,
@@ -215,27 +226,33 @@ class TaskRunner:
             worker=self.worker_id,
             channel=self._channel(),
             lease_expires=now + timedelta(seconds=float(mcp_settings.LEASE_TIMEOUT)),
+            client_address=address if owner == "anonymous" else "",
+            deadline=task_deadline(now),
         )
         await bounded(self.store.acreate(record), "database")
-        task_ctx = dataclasses.replace(ctx, peer=_TaskPeer(), rounds=None, task_id=record.task_id)
-        task_ctx.detaching = False
+        task_ctx = task_context(ctx, record.task_id, _TaskPeer())
         self.running[record.task_id] = asyncio.create_task(
             self._run(record.task_id, task_ctx, tool, dict(answers)), name=f"mcp task {tool.name}"
         )
         return {"resultType": "task", **record.summary()}
 
     async def _run(self, task_id: str, ctx: Context, tool: Tool, answers: dict[str, Any]) -> None:
+        seconds = max_duration()
         try:
-            await self._execute(task_id, ctx, tool, answers)
+            async with asyncio.timeout(seconds) as scope:
+                await self._execute(task_id, ctx, tool, answers)
         except asyncio.CancelledError:
             if self.stopping:
                 error = JSONRPCError(CONNECTION_CLOSED, f"Connection closed: {SHUTDOWN_MESSAGE}")
                 await self._finish(task_id, FAILED, error=error.to_error(), message=SHUTDOWN_MESSAGE)
             raise
-        except Exception as exc:  # the store failed under the task: it is failed if it can still be told
-            logger.exception("task %s (%s) failed", task_id[:12], tool.name)
-            error = JSONRPCError(INTERNAL_ERROR, f"Internal error while running {tool.name}: {exc!r}")
-            await self._finish(task_id, FAILED, error=error.to_error())
+        except Exception as exc:  # past its deadline, or the store failed under the task
+            if scope.expired():
+                error = overdue_error(seconds)
+            else:
+                logger.exception("task %s (%s) failed", task_id[:12], tool.name)
+                error = JSONRPCError(INTERNAL_ERROR, f"Internal error while running {tool.name}: {exc!r}")
+            await self._finish(task_id, FAILED, error=error.to_error(), message=error.message)
         finally:
             self.running.pop(task_id, None)
             self._wakeups.pop(task_id, None)
@@ -281,27 +298,34 @@ class TaskRunner:
         try:  # answered on another worker: its write is published to the task's group, which wakes us
             watched = await self.watch(task_id)
         except Exception:
-            logger.warning("task %s: cannot watch it; polling the store", task_id[:12], exc_info=True)
+            logger.warning(
+                "task %s: cannot watch it; it wakes at lease renewals", task_id[:12], exc_info=True
+            )
             watched = False
         try:
-            while True:  # the store is read after the watch began: no answer slips between the two
+            while True:  # cleared before the read, which follows the watch: no answer slips between them
+                wakeup.clear()
                 record = await bounded(self.store.aget(task_id), "database")
                 if record is None or not record.live:
                     return None
                 if all(key in record.input_responses for key in asked):
                     return {key: record.input_responses[key] for key in asked}
-                wakeup.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wakeup.wait(), INPUT_POLL_WATCHED if watched else INPUT_POLL)
+                await wakeup.wait()  # bounded by the task's deadline (:meth:`_run`)
         finally:
             if watched:
                 with contextlib.suppress(Exception):
                     await self.unwatch(task_id)
 
     def wake(self, task_id: str) -> None:
-        """Answers for a task arrived here: look at the store now rather than at the next poll."""
+        """The task changed: if it waits for answers here, it reads the store again now."""
         wakeup = self._wakeups.get(task_id)
         if wakeup is not None:
+            wakeup.set()
+
+    def recheck(self) -> None:
+        """Every parked task here reads the store again (the upkeep, at each lease renewal: the fallback for
+        a status message lost on the channel layer)."""
+        for wakeup in list(self._wakeups.values()):
             wakeup.set()
 
     def stop_local(self, task_ids: Collection[str]) -> None:
