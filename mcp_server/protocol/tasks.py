@@ -104,10 +104,11 @@ async def call_tool(ctx: Context, tool: Tool) -> dict[str, Any]:
     try:
         return await tool.call(arguments, ctx)
     except Detach:
-        answers = ctx.rounds.answers_so_far() if ctx.rounds is not None else {}
-        return await runner.start(ctx, tool, answers)
+        pass  # started below, outside the except clause (see TaskRunner._execute)
     finally:
         ctx.detaching = False
+    answers = ctx.rounds.answers_so_far() if ctx.rounds is not None else {}
+    return await runner.start(ctx, tool, answers)
 
 
 class _TaskPeer:
@@ -238,13 +239,15 @@ class TaskRunner:
 
     async def _run(self, task_id: str, ctx: Context, tool: Tool, answers: dict[str, Any]) -> None:
         seconds = max_duration()
+        error: JSONRPCError | None = None
         try:
             async with asyncio.timeout(seconds) as scope:
                 await self._execute(task_id, ctx, tool, answers)
         except asyncio.CancelledError:
             if self.stopping:
-                error = JSONRPCError(CONNECTION_CLOSED, f"Connection closed: {SHUTDOWN_MESSAGE}")
-                await self._finish(task_id, FAILED, error=error.to_error(), message=SHUTDOWN_MESSAGE)
+                closed = JSONRPCError(CONNECTION_CLOSED, f"Connection closed: {SHUTDOWN_MESSAGE}")
+                await self._finish(task_id, FAILED, error=closed.to_error(), message=SHUTDOWN_MESSAGE)
+            self._forget(task_id)
             raise
         except Exception as exc:  # past its deadline, or the store failed under the task
             if scope.expired():
@@ -252,10 +255,15 @@ class TaskRunner:
             else:
                 logger.exception("task %s (%s) failed", task_id[:12], tool.name)
                 error = JSONRPCError(INTERNAL_ERROR, f"Internal error while running {tool.name}: {exc!r}")
-            await self._finish(task_id, FAILED, error=error.to_error(), message=error.message)
+        try:
+            if error is not None:  # written outside the except clause (see :meth:`_execute`)
+                await self._finish(task_id, FAILED, error=error.to_error(), message=error.message)
         finally:
-            self.running.pop(task_id, None)
-            self._wakeups.pop(task_id, None)
+            self._forget(task_id)
+
+    def _forget(self, task_id: str) -> None:
+        self.running.pop(task_id, None)
+        self._wakeups.pop(task_id, None)
 
     async def _finish(self, task_id: str, status: str, **values: Any) -> bool:
         try:
@@ -265,33 +273,42 @@ class TaskRunner:
             return False
 
     async def _execute(self, task_id: str, ctx: Context, tool: Tool, answers: dict[str, Any]) -> None:
+        """Run the handler until it ends; each round of input parks the task until answered (:meth:`_ask`).
+
+        Nothing is awaited inside an ``except`` clause: a store call there hands the exception being handled
+        to asgiref's thread (``exc_info``), whose reference cycles would keep the exception, its traceback,
+        the handler's frames and their arguments alive until a full collection."""
         arguments = ctx.params.get("arguments")
         while True:
             rounds = ctx.rounds = InputRounds(ctx.session.client_capabilities, {}, answers)
+            asked: dict[str, InputRequest] | None = None
+            ending: tuple[str, dict[str, Any]] | None = None
             try:
                 async with asyncio.timeout(tool.timeout):
                     result = await tool.call(arguments, ctx)
             except InputRequired as signal:
-                got = await self._ask(task_id, signal)
-                if got is None:
-                    return
-                answers = {**rounds.answers_so_far(), **got}
-                if not await bounded(self.store.aresume(task_id), "database"):
-                    return
-                continue
+                asked = dict(signal.requests)
             except TimeoutError:
                 error = JSONRPCError(REQUEST_TIMEOUT, f"Task timed out after {tool.timeout:g}s")
-                await self._finish(task_id, FAILED, error=error.to_error(), message=error.message)
+                ending = FAILED, {"error": error.to_error(), "message": error.message}
             except JSONRPCError as exc:
-                await self._finish(task_id, FAILED, error=exc.to_error(), message=exc.message)
+                ending = FAILED, {"error": exc.to_error(), "message": exc.message}
             else:
-                await self._finish(task_id, COMPLETED, result=finish_result(ctx, result))
-            return
+                ending = COMPLETED, {"result": finish_result(ctx, result)}
+            if ending is not None:
+                await self._finish(task_id, ending[0], **ending[1])
+                return
+            got = await self._ask(task_id, asked or {})
+            if got is None:
+                return
+            answers = {**rounds.answers_so_far(), **got}
+            if not await bounded(self.store.aresume(task_id), "database"):
+                return
 
-    async def _ask(self, task_id: str, signal: InputRequired) -> dict[str, Any] | None:
-        """Park the task ``input_required`` until every ask of ``signal`` is answered: the answers, or
+    async def _ask(self, task_id: str, requests: dict[str, InputRequest]) -> dict[str, Any] | None:
+        """Park the task ``input_required`` until every ask of ``requests`` is answered: the answers, or
         ``None`` when the task ended meanwhile (cancelled)."""
-        asked = {key: request.to_wire() for key, request in signal.requests.items()}
+        asked = {key: request.to_wire() for key, request in requests.items()}
         if not await bounded(self.store.aask(task_id, asked), "database"):
             return None
         wakeup = self._wakeups.setdefault(task_id, asyncio.Event())
