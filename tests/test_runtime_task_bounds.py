@@ -168,7 +168,9 @@ async def test_a_task_fails_at_its_deadline_working_or_parked(solo: Runtime, set
         failed = await until_status(seen, changed, created["taskId"], "failed")
         assert failed.error is not None
         assert failed.error["code"] == REQUEST_TIMEOUT
-        assert "maximum duration of 0.5s (TASK_MAX_DURATION)" in failed.error["message"]
+        assert failed.error["message"] == (
+            "Task timed out: still live after 0.5s, its maximum duration (TASK_MAX_DURATION, else TASK_TTL)"
+        )
         assert failed.lease_expires is None
     await ended(solo)
 

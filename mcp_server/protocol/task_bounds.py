@@ -70,9 +70,10 @@ def task_deadline(created: datetime) -> datetime | None:
 
 def overdue_error(seconds: float | None) -> JSONRPCError:
     """The error of a task still live at its deadline (-32001, as a request past its deadline)."""
-    limit = f" of {seconds:g}s" if seconds is not None else ""
+    after = f" after {seconds:g}s" if seconds is not None else ""
     return JSONRPCError(
-        REQUEST_TIMEOUT, f"Task timed out: it outlived its maximum duration{limit} (TASK_MAX_DURATION)"
+        REQUEST_TIMEOUT,
+        f"Task timed out: still live{after}, its maximum duration (TASK_MAX_DURATION, else TASK_TTL)",
     )
 
 
