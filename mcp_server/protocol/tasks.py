@@ -1,6 +1,6 @@
 """The tasks extension (``io.modelcontextprotocol/tasks``, 2026-07-28): a ``tools/call`` answered with a
-task, the task run on this worker, and ``tasks/get``, ``tasks/update``, ``tasks/cancel`` answered from the
-shared store by any worker.
+task, and the task run on this worker (``tasks/get``, ``tasks/update``, ``tasks/cancel``, answered from the
+shared store by any worker, are in :mod:`.task_methods`).
 
 A task runs on the worker that received its call, in a background ``asyncio`` task held by the
 :class:`TaskRunner` (the request itself is settled with the ``CreateTaskResult``). Input asked inside a task
@@ -43,7 +43,7 @@ from ..core.tasks import (
     new_task_id,
     owner_of,
 )
-from ..wire.errors import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, REQUEST_TIMEOUT, JSONRPCError
+from ..wire.errors import CONNECTION_CLOSED, INTERNAL_ERROR, REQUEST_TIMEOUT, JSONRPCError
 from ..wire.messages import TaskStatus, task_group, to_event
 from ..wire.modern import MissingClientCapability
 from .modern import finish_result, is_modern
@@ -52,21 +52,11 @@ from .task_bounds import admit, client_address, max_duration, overdue_error, tas
 if TYPE_CHECKING:
     from ..registry.tools import Tool
 
-__all__ = [
-    "TaskRunner",
-    "call_tool",
-    "tasks_cancel",
-    "tasks_declared",
-    "tasks_get",
-    "tasks_update",
-    "visible_tasks",
-]
+__all__ = ["TaskRunner", "call_tool", "missing_extension", "runner_of", "tasks_declared"]
 
 logger = logging.getLogger("mcp_server.tasks")
 
 SHUTDOWN_MESSAGE = "the worker running the task shut down"
-
-KNOWN_INPUTS = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
 
 
 def tasks_declared(ctx: Context) -> bool:
@@ -75,14 +65,14 @@ def tasks_declared(ctx: Context) -> bool:
     return isinstance(extensions, dict) and TASKS_EXTENSION in extensions
 
 
-def _missing(what: str) -> MissingClientCapability:
+def missing_extension(what: str) -> MissingClientCapability:
     return MissingClientCapability(
         {"extensions": {TASKS_EXTENSION: {}}},
         f"{what} needs the {TASKS_EXTENSION} extension in this request's clientCapabilities",
     )
 
 
-def _runner(ctx: Context) -> TaskRunner | None:
+def runner_of(ctx: Context) -> TaskRunner | None:
     runner = getattr(ctx.runtime, "tasks", None)
     return runner if isinstance(runner, TaskRunner) else None
 
@@ -92,10 +82,10 @@ async def call_tool(ctx: Context, tool: Tool) -> dict[str, Any]:
     arguments = ctx.params.get("arguments")
     if tool.task is None or ctx.task_id is not None or not is_modern(ctx.session):
         return await tool.call(arguments, ctx)
-    runner = _runner(ctx)
+    runner = runner_of(ctx)
     if not tasks_declared(ctx) or runner is None:
         if tool.task == "required":
-            raise _missing(f"Tool {tool.name}")
+            raise missing_extension(f"Tool {tool.name}")
         return await tool.call(arguments, ctx)
     if tool.task_start == "immediate":
         return await runner.start(ctx, tool, {})
@@ -371,73 +361,3 @@ class TaskRunner:
         if tasks:
             await asyncio.wait(tasks, timeout=5.0)
         return len(tasks)
-
-
-# -- the extension's methods -----------------------------------------------------------------------------
-
-
-async def visible_tasks(ctx: Context, task_ids: Collection[str]) -> list[str]:
-    """Of ``task_ids``, those of the caller's own tasks on this server (as :func:`_find` sees them)."""
-    runner = _runner(ctx)
-    if runner is None:
-        return []
-    visible = []
-    for task_id in task_ids:
-        record = await bounded(runner.store.aget(task_id), "database")
-        if record is not None and record.server == ctx.server.key and record.owner == owner_of(ctx.user):
-            visible.append(task_id)
-    return visible
-
-
-async def _find(ctx: Context) -> tuple[TaskRunner, TaskRecord]:
-    """The caller's task named by ``taskId``: -32021 without the extension (checked first), -32602 for an
-    id that is unknown, expired, of another server or of another owner (the same answer for all)."""
-    if not tasks_declared(ctx):
-        raise _missing(ctx.method)
-    task_id = ctx.params.get("taskId")
-    if not isinstance(task_id, str) or not task_id:
-        raise JSONRPCError(INVALID_PARAMS, "Invalid params: taskId must be a non-empty string")
-    runner = _runner(ctx)
-    record = await bounded(runner.store.aget(task_id), "database") if runner is not None else None
-    if (
-        runner is None
-        or record is None
-        or record.server != ctx.server.key
-        or record.owner != owner_of(ctx.user)
-    ):
-        raise JSONRPCError(INVALID_PARAMS, f"Task not found: {task_id}", {"taskId": task_id})
-    return runner, record
-
-
-async def tasks_get(ctx: Context) -> dict[str, Any]:
-    """``tasks/get``: the DetailedTask."""
-    _runner, record = await _find(ctx)
-    return record.detailed()
-
-
-async def tasks_update(ctx: Context) -> dict[str, Any]:
-    """``tasks/update``: record the answers to outstanding input requests (others are ignored)."""
-    runner, record = await _find(ctx)
-    responses = ctx.params.get("inputResponses")
-    if not isinstance(responses, dict):
-        raise JSONRPCError(INVALID_PARAMS, "Invalid params: inputResponses must be an object")
-    outstanding = record.outstanding() if record.live else {}
-    answers: dict[str, Any] = {}
-    for key, answer in responses.items():
-        asked = outstanding.get(key)
-        if not isinstance(asked, dict):
-            continue
-        request = InputRequest(str(asked.get("method")), dict(asked.get("params") or {}))
-        answers[key] = request.check_answer(key, answer) if request.method in KNOWN_INPUTS else answer
-    if answers:
-        await bounded(runner.store.aanswer(record.task_id, answers), "database")
-        runner.wake(record.task_id)
-    return {}
-
-
-async def tasks_cancel(ctx: Context) -> dict[str, Any]:
-    """``tasks/cancel``: an empty acknowledgement, also for a task already terminal."""
-    runner, record = await _find(ctx)
-    if record.live:
-        await runner.cancel(record.task_id)
-    return {}
