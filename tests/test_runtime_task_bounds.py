@@ -268,9 +268,12 @@ async def test_a_task_keeps_neither_its_request_nor_its_memory_once_ended(
         task_contexts = list(PROBED)
         assert len(task_contexts) == len(started)
         answer = {"confirm": {"action": "accept", "content": {"confirm": False}}}
-        for task_id, _request, _ctx in started:
+        answered, cancelled = started[::2], started[1::2]  # the two ways a parked task ends
+        for task_id, _request, _ctx in answered:
             await solo.tasks.store.aanswer(task_id, answer)
-        for task_id, _request, _ctx in started:
+        for task_id, _request, _ctx in cancelled:
+            assert await solo.tasks.cancel(task_id)
+        for task_id, _request, _ctx in answered:
             await until_status(seen, changed, task_id, "completed")
         await asyncio.wait(handlers, timeout=10)
         assert not solo.tasks.running

@@ -230,10 +230,14 @@ class TaskRunner:
     async def _run(self, task_id: str, ctx: Context, tool: Tool, answers: dict[str, Any]) -> None:
         seconds = max_duration()
         error: JSONRPCError | None = None
+        scope = asyncio.timeout(seconds)
         try:
-            async with asyncio.timeout(seconds) as scope:
+            async with scope:
                 await self._execute(task_id, ctx, tool, answers)
         except asyncio.CancelledError:
+            # The error ends the asyncio task, which keeps it; its traceback keeps this frame, and the
+            # scope would keep the asyncio task: a cycle left to the collector. Drop the scope first.
+            del scope
             if self.stopping:
                 closed = JSONRPCError(CONNECTION_CLOSED, f"Connection closed: {SHUTDOWN_MESSAGE}")
                 await self._finish(task_id, FAILED, error=closed.to_error(), message=SHUTDOWN_MESSAGE)
