@@ -213,6 +213,8 @@ async def test_a_parked_task_sleeps_until_its_task_changes(solo: Runtime) -> Non
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(reads.happened.wait(), 1.0)
     assert reads.count == 0
+    assert (await solo.upkeep.round())["tasks_woken"] == 0  # its row did not change: not read again
+    assert reads.count == 0
     answer = {"confirm": {"action": "accept", "content": {"confirm": True}}}
     await solo.tasks.store.aanswer(task_id, answer)  # a write in this process wakes it (no wake() call)
     done = await until_status(seen, changed, task_id, "completed", within=2)
@@ -229,7 +231,7 @@ async def test_the_upkeep_wakes_a_parked_task_whose_message_was_lost(solo: Runti
     await until_status(seen, changed, task_id, "input_required")
     other = type(solo.tasks.store)()  # another worker's store: this process hears nothing of its write
     await other.aanswer(task_id, {"confirm": {"action": "accept", "content": {"confirm": False}}})
-    await solo.upkeep.round()  # the lease renewal reads the parked tasks again
+    assert (await solo.upkeep.round())["tasks_woken"] == 1  # its row changed: it reads it again
     done = await until_status(seen, changed, task_id, "completed")
     assert done.result is not None
     assert done.result["content"][0]["text"] == "Kept g"

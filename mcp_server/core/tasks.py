@@ -225,6 +225,10 @@ class TaskStore(ABC):
         tasks of the whole store (every worker, every server)."""
 
     @abstractmethod
+    async def aversions(self, task_ids: Collection[str]) -> dict[str, int]:
+        """The ``version`` of each of these tasks still stored (one read for all)."""
+
+    @abstractmethod
     async def afail_overdue(self, now: datetime, error: dict[str, Any]) -> list[str]:
         """Fail the live tasks whose deadline passed (wherever they run); the ids of those this call
         failed."""

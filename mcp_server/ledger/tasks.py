@@ -180,6 +180,12 @@ class DatabaseTaskStore(TaskStore):
         )
         return int(counts["owner"]), int(counts["total"])
 
+    async def aversions(self, task_ids: Collection[str]) -> dict[str, int]:
+        if not task_ids:
+            return {}
+        rows = self.model.objects.filter(pk__in=list(task_ids)).values_list("pk", "version")
+        return {pk: version async for pk, version in rows}
+
     async def afail_overdue(self, now: datetime, error: dict[str, Any]) -> list[str]:
         rows = self.model.objects.filter(status__in=list(LIVE), deadline__lt=now)
         failed = []

@@ -87,7 +87,7 @@ class Upkeep:
         tasks: TaskStore | None = None,
         running_tasks: Callable[[], Collection[str]] | None = None,
         stop_tasks: Callable[[Collection[str]], None] | None = None,
-        recheck_tasks: Callable[[], None] | None = None,
+        recheck_tasks: Callable[[], Awaitable[int]] | None = None,
         events: EventStore | None = None,
         wake: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
@@ -102,7 +102,7 @@ class Upkeep:
         self.running_tasks = running_tasks
         self.stop_tasks = stop_tasks
         self.recheck_tasks = recheck_tasks
-        """Wakes the tasks parked here, to read the store again (the fallback for a lost status message)."""
+        """Wakes the tasks parked here whose row changed (the fallback for a lost status message)."""
         self._last_round: float | None = None
         self._orphans_after = 0.0
 
@@ -161,8 +161,7 @@ class Upkeep:
             return {}
         running = set(self.running_tasks() if self.running_tasks is not None else ())
         live = await self.tasks.arenew(self.worker_id, now + lease, running)
-        if self.recheck_tasks is not None:
-            self.recheck_tasks()
+        woken = await self.recheck_tasks() if self.recheck_tasks is not None else 0
         overdue = await self.tasks.afail_overdue(
             now - OVERDUE_SLACK, overdue_error(max_duration()).to_error()
         )
@@ -177,6 +176,7 @@ class Upkeep:
             "tasks_renewed": len(live),
             "tasks_failed": failed,
             "tasks_overdue": len(overdue),
+            "tasks_woken": woken,
             "tasks_pruned": await self.tasks.aprune(now),
         }
 

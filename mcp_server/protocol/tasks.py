@@ -136,6 +136,8 @@ class TaskRunner:
         self._stop_elsewhere = stop_elsewhere
         self.running: dict[str, asyncio.Task[None]] = {}
         self._wakeups: dict[str, asyncio.Event] = {}
+        self._parked: dict[str, int] = {}
+        """The tasks parked here, with the version of the row each last read."""
         self._watching: dict[str, int] = {}
         self.stopping = False
 
@@ -321,8 +323,11 @@ class TaskRunner:
                     return None
                 if all(key in record.input_responses for key in asked):
                     return {key: record.input_responses[key] for key in asked}
+                self._parked[task_id] = record.version
+                del record  # parked, it holds its asks only
                 await wakeup.wait()  # bounded by the task's deadline (:meth:`_run`)
         finally:
+            self._parked.pop(task_id, None)
             if watched:
                 with contextlib.suppress(Exception):
                     await self.unwatch(task_id)
@@ -333,11 +338,18 @@ class TaskRunner:
         if wakeup is not None:
             wakeup.set()
 
-    def recheck(self) -> None:
-        """Every parked task here reads the store again (the upkeep, at each lease renewal: the fallback for
-        a status message lost on the channel layer)."""
-        for wakeup in list(self._wakeups.values()):
-            wakeup.set()
+    async def recheck(self) -> int:
+        """Wake the parked tasks whose row changed since they last read it (the upkeep, at each lease
+        renewal: the fallback for a status message lost on the channel layer); one read for all of them.
+        Returns how many were woken."""
+        parked = dict(self._parked)
+        if not parked:
+            return 0
+        versions = await bounded(self.store.aversions(list(parked)), "database")
+        changed = [task_id for task_id, seen in parked.items() if versions.get(task_id) != seen]
+        for task_id in changed:
+            self.wake(task_id)
+        return len(changed)
 
     def stop_local(self, task_ids: Collection[str]) -> None:
         """Stop the handlers of these tasks if they run here (they were settled elsewhere)."""

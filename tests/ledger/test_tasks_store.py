@@ -138,13 +138,18 @@ async def test_upkeep_fails_the_tasks_past_their_deadline_wherever_they_run() ->
     on_time = await make(store, worker="alive", deadline=60.0)
     stopped: list[str] = []
     rechecked: list[bool] = []
+
+    async def recheck() -> int:
+        rechecked.append(True)
+        return 0
+
     upkeep = Upkeep(
         get_ledger(),
         "alive",
         tasks=store,
         running_tasks=lambda: {here.task_id, on_time.task_id},
         stop_tasks=lambda ids: stopped.extend(ids),
-        recheck_tasks=lambda: rechecked.append(True),
+        recheck_tasks=recheck,
     )
     done = await upkeep.keep_tasks(timezone.now(), timedelta(seconds=30), orphans=False)
     assert done["tasks_overdue"] == 2
