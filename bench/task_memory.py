@@ -36,7 +36,7 @@ from bench.bench import rss_kib  # noqa: E402
 from tests.live import LiveServer, start_server  # noqa: E402
 from tests.raw import messages_of, modern_headers, modern_meta, rpc  # noqa: E402
 
-CAPABILITIES = {"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {}}
+CAPABILITIES: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {}}
 
 
 def cpu_seconds(pid: int) -> float:
