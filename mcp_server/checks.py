@@ -287,6 +287,52 @@ def check_task_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
     ]
 
 
+@register(Tags.compatibility)
+def check_task_bounds(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E030 ``TASK_MAX_DURATION``, E031 ``MAX_TASKS_PER_OWNER`` / ``MAX_TASKS`` malformed; W030 no task ever
+    times out; W031 a task may stay live past its advertised TTL."""
+    if not isinstance(getattr(settings, "MCP_SERVER", {}), dict):
+        return []  # E000 says so
+    conf = MCPSettings.from_django()
+    messages: list[CheckMessage] = []
+    duration, ttl = conf.TASK_MAX_DURATION, conf.TASK_TTL
+    if duration is not None and not _number(duration):
+        messages.append(
+            Error(
+                "MCP_SERVER['TASK_MAX_DURATION'] must be None (the task's TTL) or a positive number of "
+                "seconds.",
+                id="mcp_server.E030",
+            )
+        )
+    for key in ("MAX_TASKS_PER_OWNER", "MAX_TASKS"):
+        value = getattr(conf, key)
+        if value is not None and not _positive_int(value):
+            messages.append(
+                Error(
+                    f"MCP_SERVER['{key}'] must be a positive integer or None (no limit).",
+                    id="mcp_server.E031",
+                )
+            )
+    if duration is None and ttl is None:
+        messages.append(
+            Warning(
+                "MCP_SERVER['TASK_MAX_DURATION'] and TASK_TTL are both None: a task never times out, and one "
+                "parked input_required holds its worker's memory for ever.",
+                hint="Set TASK_MAX_DURATION (seconds).",
+                id="mcp_server.W030",
+            )
+        )
+    elif duration is not None and ttl is not None and _number(duration) and _number(ttl) and duration > ttl:
+        messages.append(
+            Warning(
+                f"MCP_SERVER['TASK_MAX_DURATION'] ({duration:g}s) exceeds TASK_TTL ({ttl:g}s): a task may "
+                "stay live past the ttlMs it advertises.",
+                id="mcp_server.W031",
+            )
+        )
+    return messages
+
+
 REDIS_CACHES = ("django.core.cache.backends.redis.RedisCache", "django_redis.cache.RedisCache")
 
 

@@ -57,6 +57,9 @@ DEFAULTS: dict[str, Any] = {
     "REQUEST_STATE_MAX_AGE": 3600.0,
     "TASK_TTL": 3600.0,
     "TASK_POLL_INTERVAL": 0.5,
+    "TASK_MAX_DURATION": None,
+    "MAX_TASKS_PER_OWNER": 20,
+    "MAX_TASKS": 500,
     "SSE_RETRY_MS": 1000,
     "SSE_POLL_AFTER": None,
     "EVENT_STORE_BACKEND": "mcp_server.ledger.events.DatabaseEventStore",
@@ -113,6 +116,12 @@ class MCPSettings:
     """Seconds a task is kept after its creation (its ``ttlMs``; ``None``: until pruned by hand)."""
     TASK_POLL_INTERVAL: float | None
     """Seconds between two ``tasks/get`` a client is told to wait (``pollIntervalMs``)."""
+    TASK_MAX_DURATION: float | None
+    """Seconds a task may stay live (working or input_required) before it fails (``None``: its TTL)."""
+    MAX_TASKS_PER_OWNER: int | None
+    """Live tasks one owner may hold (an anonymous owner counted by address; ``None``: no limit)."""
+    MAX_TASKS: int | None
+    """Live tasks the whole site may hold (every worker, every server; ``None``: no limit)."""
     SSE_RETRY_MS: int | None
     """The ``retry:`` hint (milliseconds) of a handshake-era stream's priming event (2025-11-25 and later)."""
     SSE_POLL_AFTER: float | None

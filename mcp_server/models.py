@@ -199,6 +199,15 @@ class Task(models.Model):
     worker = models.CharField(max_length=200, blank=True)
     channel = models.CharField(max_length=200, blank=True)
     lease_expires = models.DateTimeField(null=True, blank=True)
+    client_address = models.CharField(
+        max_length=100,
+        blank=True,
+        default="",
+        help_text=_("An anonymous caller's address: MAX_TASKS_PER_OWNER counts anonymous tasks by it."),
+    )
+    deadline = models.DateTimeField(
+        null=True, blank=True, help_text=_("When the task fails if still live (TASK_MAX_DURATION or TTL).")
+    )
     input_requests = models.JSONField(default=dict, blank=True)
     input_responses = models.JSONField(default=dict, blank=True)
     result = models.JSONField(null=True, blank=True)
@@ -213,6 +222,8 @@ class Task(models.Model):
             # Live tasks first (the admin), and the orphans of dead workers (upkeep).
             models.Index(fields=["status", "lease_expires"], name="mcp_task_status_lease"),
             models.Index(fields=["worker", "status"], name="mcp_task_worker_status"),
+            # The live tasks of one owner (MAX_TASKS_PER_OWNER).
+            models.Index(fields=["owner", "client_address", "status"], name="mcp_task_owner_live"),
         ]
 
     def __str__(self) -> str:

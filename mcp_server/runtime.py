@@ -133,6 +133,7 @@ class Runtime:
             tasks=self.tasks.store,
             running_tasks=self.tasks.held,
             stop_tasks=self.tasks.stop_local,
+            recheck_tasks=self.tasks.recheck,
             events=self.event_store,
             wake=self._wake,
         )

@@ -20,15 +20,19 @@ _ids = itertools.count(1)
 
 
 class TaskClient:
-    """Sends 2026-07-28 requests to ``url`` with ``capabilities`` (and ``headers``, e.g. a bearer token)."""
+    """Sends 2026-07-28 requests to ``url`` with ``capabilities`` (and ``headers``, e.g. a bearer token),
+    from ``local_address`` if given."""
 
     def __init__(
         self,
         url: str,
         capabilities: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
+        local_address: str | None = None,
     ) -> None:
         self.url = url
+        self.local_address = local_address
+        """The loopback address requests come from (``127.0.0.2``...: another anonymous caller)."""
         self.capabilities = WITH_TASKS if capabilities is None else capabilities
         self.extra = dict(headers or {})
 
@@ -45,7 +49,8 @@ class TaskClient:
             name = str(params["name"])
         if name is None and method.startswith("tasks/"):
             name = str(params.get("taskId"))
-        async with httpx.AsyncClient(timeout=15) as http:
+        transport = httpx.AsyncHTTPTransport(local_address=self.local_address) if self.local_address else None
+        async with httpx.AsyncClient(timeout=15, transport=transport) as http:
             response = await http.post(
                 self.url,
                 json=rpc(method, {**params, "_meta": meta}, request_id),

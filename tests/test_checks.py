@@ -561,7 +561,32 @@ def test_e017_task_settings_must_be_none_or_positive_seconds(key: str, value: An
 
 @pytest.mark.parametrize("value", [None, 0.5, 86400])
 def test_e017_is_silent_for_none_or_positive_seconds(value: Any) -> None:
-    assert mcp_ids(MCP_SERVER=with_mcp(TASK_TTL=value, TASK_POLL_INTERVAL=value)) == []
+    settings = with_mcp(TASK_TTL=value, TASK_POLL_INTERVAL=value, TASK_MAX_DURATION=0.5)
+    assert mcp_ids(MCP_SERVER=settings) == []
+
+
+@pytest.mark.parametrize("value", [0, -1, "5", True, float("inf"), [5]])
+def test_e030_task_max_duration_must_be_none_or_positive_seconds(value: Any) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(TASK_MAX_DURATION=value)) == ["mcp_server.E030"]
+
+
+@pytest.mark.parametrize("key", ["MAX_TASKS_PER_OWNER", "MAX_TASKS"])
+@pytest.mark.parametrize("value", [0, -1, "5", True, 1.5])
+def test_e031_task_limits_must_be_none_or_positive_integers(key: str, value: Any) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(**{key: value})) == ["mcp_server.E031"]
+
+
+def test_task_limits_may_be_off() -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(MAX_TASKS_PER_OWNER=None, MAX_TASKS=None)) == []
+
+
+def test_w030_a_task_that_never_times_out() -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(TASK_TTL=None, TASK_MAX_DURATION=None)) == ["mcp_server.W030"]
+
+
+def test_w031_a_task_live_past_its_ttl() -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(TASK_TTL=60, TASK_MAX_DURATION=120)) == ["mcp_server.W031"]
+    assert mcp_ids(MCP_SERVER=with_mcp(TASK_TTL=60, TASK_MAX_DURATION=60)) == []
 
 
 def test_e020_event_store_backend_must_import() -> None:

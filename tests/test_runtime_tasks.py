@@ -13,7 +13,6 @@ import pytest
 from mcp_server.core.context import Context, SessionState
 from mcp_server.core.tasks import TaskRecord
 from mcp_server.ledger.database import DatabaseLedger
-from mcp_server.protocol.tasks import INPUT_POLL_WATCHED
 from mcp_server.runtime import Runtime
 from mcp_server.wire.messages import TaskStatus
 from project.mcp_servers import conformance
@@ -97,8 +96,9 @@ async def test_status_changes_reach_the_workers_watching_the_task(pair: tuple[Ru
     await b.tasks.watch(task_id)  # from now on B hears every change, whichever worker writes it
     answer = {"confirm": {"action": "accept", "content": {"confirm": True}}}
     await b.tasks.store.aanswer(task_id, answer)
-    # A, parked, watches its task too: B's write wakes it at once, not at its next look at the store.
-    woken_within = INPUT_POLL_WATCHED * 0.75
+    # A, parked, watches its task too: B's write wakes it at once (A never polls the store: without the
+    # message it would wait for its upkeep's next lease renewal, LEASE_TIMEOUT / 3 = 10 s).
+    woken_within = 1.5
     await until(lambda: any(m.task["status"] == "working" for m in heard), changed, within=woken_within)
     await until(lambda: any(m.task["status"] == "completed" for m in heard), changed)
     assert {m.task_id for m in heard} == {task_id}

@@ -87,6 +87,11 @@ class TaskRecord:
     worker: str = ""
     channel: str = ""
     lease_expires: datetime | None = None
+    client_address: str = ""
+    """The anonymous caller's address (the ASGI scope's ``client``): what ``MAX_TASKS_PER_OWNER`` counts by
+    for ``owner == "anonymous"`` (empty for an authenticated owner, or without an address)."""
+    deadline: datetime | None = None
+    """When the task fails if it is still live (``TASK_MAX_DURATION``, else its TTL; ``None``: never)."""
     input_requests: dict[str, Any] = field(default_factory=dict)
     """Every input request the task asked (its keys are never reused)."""
     input_responses: dict[str, Any] = field(default_factory=dict)
@@ -213,3 +218,17 @@ class TaskStore(ABC):
     @abstractmethod
     async def aprune(self, now: datetime) -> int:
         """Delete terminal tasks past their TTL."""
+
+    @abstractmethod
+    async def acount_live(self, owner: str, client_address: str) -> tuple[int, int]:
+        """The live tasks of ``owner`` (of an anonymous owner: those from ``client_address``), and the live
+        tasks of the whole store (every worker, every server)."""
+
+    @abstractmethod
+    async def aversions(self, task_ids: Collection[str]) -> dict[str, int]:
+        """The ``version`` of each of these tasks still stored (one read for all)."""
+
+    @abstractmethod
+    async def afail_overdue(self, now: datetime, error: dict[str, Any]) -> list[str]:
+        """Fail the live tasks whose deadline passed (wherever they run); the ids of those this call
+        failed."""

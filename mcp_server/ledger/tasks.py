@@ -13,6 +13,7 @@ from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from ..core.tasks import INPUT_REQUIRED, LIVE, TERMINAL, WORKING, TaskRecord, TaskStore
@@ -39,6 +40,8 @@ def _record(row: Any) -> TaskRecord:
         worker=row.worker,
         channel=row.channel,
         lease_expires=row.lease_expires,
+        client_address=row.client_address,
+        deadline=row.deadline,
         input_requests=dict(row.input_requests or {}),
         input_responses=dict(row.input_responses or {}),
         result=row.result,
@@ -74,6 +77,8 @@ class DatabaseTaskStore(TaskStore):
             worker=record.worker,
             channel=record.channel,
             lease_expires=record.lease_expires,
+            client_address=record.client_address[:100],
+            deadline=record.deadline,
         )
         await self._changed(record)
 
@@ -165,3 +170,26 @@ class DatabaseTaskStore(TaskStore):
     async def aprune(self, now: datetime) -> int:
         deleted, _ = await self.model.objects.filter(status__in=list(TERMINAL), expires_at__lt=now).adelete()
         return int(deleted)
+
+    async def acount_live(self, owner: str, client_address: str) -> tuple[int, int]:
+        mine = Q(owner=owner)
+        if owner == "anonymous":
+            mine &= Q(client_address=client_address[:100])
+        counts = await self.model.objects.filter(status__in=list(LIVE)).aaggregate(
+            owner=Count("pk", filter=mine), total=Count("pk")
+        )
+        return int(counts["owner"]), int(counts["total"])
+
+    async def aversions(self, task_ids: Collection[str]) -> dict[str, int]:
+        if not task_ids:
+            return {}
+        rows = self.model.objects.filter(pk__in=list(task_ids)).values_list("pk", "version")
+        return {pk: version async for pk, version in rows}
+
+    async def afail_overdue(self, now: datetime, error: dict[str, Any]) -> list[str]:
+        rows = self.model.objects.filter(status__in=list(LIVE), deadline__lt=now)
+        failed = []
+        async for task_id in rows.values_list("pk", flat=True)[:500]:
+            if await self.afinish(task_id, "failed", error=error, message=error.get("message", "")):
+                failed.append(task_id)
+        return failed

@@ -31,6 +31,7 @@ from ..conf import mcp_settings
 from ..core.records import Ledger, LedgerRecord
 from ..core.tasks import TaskStore
 from ..protocol.settlement import CLOSED, closed_response, outcome_of
+from ..protocol.task_bounds import max_duration, overdue_error
 from ..sessions import aexpire_idle_sessions, aprune_ended_sessions, touch_every
 from ..wire.jsonrpc import encode_reply
 from .events import EventStore, StoredEvent, keys_answered, retention_cutoff
@@ -52,6 +53,10 @@ SWEEP_BATCHES = 10
 
 STRAY_REASON = "its settlement could not be recorded"
 """The ``<why>`` of the -32000 recorded for a worker's own stray (see the module docstring)."""
+
+OVERDUE_SLACK = timedelta(seconds=1)
+"""How long past its deadline a live task waits for the upkeep: the worker running it fails it on time
+itself; the upkeep catches the task whose worker could not (a handler stuck outside the event loop)."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,7 @@ class Upkeep:
         tasks: TaskStore | None = None,
         running_tasks: Callable[[], Collection[str]] | None = None,
         stop_tasks: Callable[[Collection[str]], None] | None = None,
+        recheck_tasks: Callable[[], Awaitable[int]] | None = None,
         events: EventStore | None = None,
         wake: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
@@ -95,6 +101,8 @@ class Upkeep:
         """The task store (tasks extension): leases of the tasks running here, orphans, pruning."""
         self.running_tasks = running_tasks
         self.stop_tasks = stop_tasks
+        self.recheck_tasks = recheck_tasks
+        """Wakes the tasks parked here whose row changed (the fallback for a lost status message)."""
         self._last_round: float | None = None
         self._orphans_after = 0.0
 
@@ -147,13 +155,18 @@ class Upkeep:
     async def keep_tasks(self, now: datetime, lease: timedelta, *, orphans: bool = True) -> dict[str, int]:
         """Renew the leases of the tasks running here (and stop those settled elsewhere meanwhile), fail
         the live tasks whose lease ran out (``orphans``: a dead worker's, or a row whose handler never
-        started), and delete terminal tasks past their TTL."""
+        started) and those past their deadline (a worker's own timer normally fails them first), and delete
+        terminal tasks past their TTL."""
         if self.tasks is None:
             return {}
         running = set(self.running_tasks() if self.running_tasks is not None else ())
         live = await self.tasks.arenew(self.worker_id, now + lease, running)
-        gone = running - live
-        if gone and self.stop_tasks is not None:  # cancelled elsewhere and the word of it was lost
+        woken = await self.recheck_tasks() if self.recheck_tasks is not None else 0
+        overdue = await self.tasks.afail_overdue(
+            now - OVERDUE_SLACK, overdue_error(max_duration()).to_error()
+        )
+        gone = (running - live) | (running & set(overdue))
+        if gone and self.stop_tasks is not None:  # ended elsewhere and the word of it was lost, or overdue
             self.stop_tasks(gone)
         failed = 0
         if orphans:
@@ -162,6 +175,8 @@ class Upkeep:
         return {
             "tasks_renewed": len(live),
             "tasks_failed": failed,
+            "tasks_overdue": len(overdue),
+            "tasks_woken": woken,
             "tasks_pruned": await self.tasks.aprune(now),
         }
 

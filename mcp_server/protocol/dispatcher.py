@@ -20,7 +20,8 @@ from ..wire.modern import TASK_METHODS
 from .listen import listen
 from .modern import discover_result, finish_result, is_modern
 from .pagination import paginate
-from .tasks import call_tool, tasks_cancel, tasks_get, tasks_update
+from .task_methods import tasks_cancel, tasks_get, tasks_update
+from .tasks import call_tool
 
 if TYPE_CHECKING:
     from ..registry.entries import RegisteredHandler

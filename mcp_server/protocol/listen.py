@@ -34,7 +34,7 @@ from ..wire.messages import LISTEN_GROUP, ListenEvent
 from ..wire.modern import SUBSCRIPTION_ID_KEY, TASKS_EXTENSION, MissingClientCapability
 from .lifecycle import modern_capabilities
 from .settlement import PendingRequest
-from .tasks import visible_tasks
+from .task_methods import visible_tasks
 
 if TYPE_CHECKING:
     from ..registry.resources import Resource

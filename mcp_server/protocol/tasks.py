@@ -1,6 +1,6 @@
 """The tasks extension (``io.modelcontextprotocol/tasks``, 2026-07-28): a ``tools/call`` answered with a
-task, the task run on this worker, and ``tasks/get``, ``tasks/update``, ``tasks/cancel`` answered from the
-shared store by any worker.
+task, and the task run on this worker (``tasks/get``, ``tasks/update``, ``tasks/cancel``, answered from the
+shared store by any worker, are in :mod:`.task_methods`).
 
 A task runs on the worker that received its call, in a background ``asyncio`` task held by the
 :class:`TaskRunner` (the request itself is settled with the ``CreateTaskResult``). Input asked inside a task
@@ -9,13 +9,18 @@ shows those still unanswered, ``tasks/update`` (on any worker) records answers, 
 round is answered the handler runs again from the start with them (as with input rounds of a call). The
 runner renews the lease of its tasks through the ledger upkeep; when its worker dies, a survivor fails them
 once the lease ran out.
+
+A parked task sleeps on an event: set by a write to the task in this process (an answer, a cancel), by a
+status change heard on the channel layer (a write on another worker), and, as a fallback for a lost
+message, by the upkeep at each lease renewal (:meth:`TaskRunner.recheck`); it never polls the store. Every
+task fails once its deadline passes (``TASK_MAX_DURATION``, else its TTL), working or parked
+(:mod:`.task_bounds`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Collection
 from datetime import timedelta
@@ -38,37 +43,20 @@ from ..core.tasks import (
     new_task_id,
     owner_of,
 )
-from ..wire.errors import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, REQUEST_TIMEOUT, JSONRPCError
+from ..wire.errors import CONNECTION_CLOSED, INTERNAL_ERROR, REQUEST_TIMEOUT, JSONRPCError
 from ..wire.messages import TaskStatus, task_group, to_event
 from ..wire.modern import MissingClientCapability
 from .modern import finish_result, is_modern
+from .task_bounds import admit, client_address, max_duration, overdue_error, task_context, task_deadline
 
 if TYPE_CHECKING:
     from ..registry.tools import Tool
 
-__all__ = [
-    "INPUT_POLL",
-    "TaskRunner",
-    "call_tool",
-    "tasks_cancel",
-    "tasks_declared",
-    "tasks_get",
-    "tasks_update",
-    "visible_tasks",
-]
+__all__ = ["TaskRunner", "call_tool", "missing_extension", "runner_of", "tasks_declared"]
 
 logger = logging.getLogger("mcp_server.tasks")
 
-INPUT_POLL = 0.2
-"""Seconds between two looks at the store while a task waits for answers, without a channel layer."""
-
-INPUT_POLL_WATCHED = 2.0
-"""The same, while the worker hears of the task's changes on the channel layer (the look is then a fallback
-for a lost message: an answer recorded on any worker wakes the task at once)."""
-
 SHUTDOWN_MESSAGE = "the worker running the task shut down"
-
-KNOWN_INPUTS = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
 
 
 def tasks_declared(ctx: Context) -> bool:
@@ -77,14 +65,14 @@ def tasks_declared(ctx: Context) -> bool:
     return isinstance(extensions, dict) and TASKS_EXTENSION in extensions
 
 
-def _missing(what: str) -> MissingClientCapability:
+def missing_extension(what: str) -> MissingClientCapability:
     return MissingClientCapability(
         {"extensions": {TASKS_EXTENSION: {}}},
         f"{what} needs the {TASKS_EXTENSION} extension in this request's clientCapabilities",
     )
 
 
-def _runner(ctx: Context) -> TaskRunner | None:
+def runner_of(ctx: Context) -> TaskRunner | None:
     runner = getattr(ctx.runtime, "tasks", None)
     return runner if isinstance(runner, TaskRunner) else None
 
@@ -94,21 +82,23 @@ async def call_tool(ctx: Context, tool: Tool) -> dict[str, Any]:
     arguments = ctx.params.get("arguments")
     if tool.task is None or ctx.task_id is not None or not is_modern(ctx.session):
         return await tool.call(arguments, ctx)
-    runner = _runner(ctx)
+    runner = runner_of(ctx)
     if not tasks_declared(ctx) or runner is None:
         if tool.task == "required":
-            raise _missing(f"Tool {tool.name}")
+            raise missing_extension(f"Tool {tool.name}")
         return await tool.call(arguments, ctx)
     if tool.task_start == "immediate":
         return await runner.start(ctx, tool, {})
+    await runner.admit(ctx)  # over the limit, the handler does not run either
     ctx.detaching = True
     try:
         return await tool.call(arguments, ctx)
     except Detach:
-        answers = ctx.rounds.answers_so_far() if ctx.rounds is not None else {}
-        return await runner.start(ctx, tool, answers)
+        pass  # started below, outside the except clause (see TaskRunner._execute)
     finally:
         ctx.detaching = False
+    answers = ctx.rounds.answers_so_far() if ctx.rounds is not None else {}
+    return await runner.start(ctx, tool, answers)
 
 
 class _TaskPeer:
@@ -140,11 +130,14 @@ class TaskRunner:
         """Called with each :class:`TaskStatus` this worker hears of, from any worker, for the tasks it
         watches (:meth:`watch`): the hook of ``notifications/tasks`` on ``subscriptions/listen``."""
         store.on_change(self._publish)
+        store.on_change(self._written)
         self.worker_id = worker_id
         self._channel = channel
         self._stop_elsewhere = stop_elsewhere
         self.running: dict[str, asyncio.Task[None]] = {}
         self._wakeups: dict[str, asyncio.Event] = {}
+        self._parked: dict[str, int] = {}
+        """The tasks parked here, with the version of the row each last read."""
         self._watching: dict[str, int] = {}
         self.stopping = False
 
@@ -189,15 +182,26 @@ class TaskRunner:
         except Exception:
             logger.warning("could not publish the status of task %s", record.task_id[:12], exc_info=True)
 
+    def _written(self, record: TaskRecord) -> None:
+        """A write to a task in this process (an answer, a cancel): wake the task if it is parked here."""
+        self.wake(record.task_id)
+
     def held(self) -> set[str]:
         """The ids of the tasks running here (their leases are renewed by the upkeep)."""
         return set(self.running)
 
+    async def admit(self, ctx: Context) -> None:
+        """Raise -32004 when the caller may not start one more task (``MAX_TASKS_PER_OWNER``,
+        ``MAX_TASKS``)."""
+        await admit(self.store, owner_of(ctx.user), client_address(ctx))
+
     async def start(self, ctx: Context, tool: Tool, answers: dict[str, Any]) -> dict[str, Any]:
         """Create the task durably, start it here, and return the ``CreateTaskResult`` (-32000 while this
-        worker shuts down: it would not run the task to its end)."""
+        worker shuts down: it would not run the task to its end; -32004 over the limits of live tasks)."""
         if self.stopping:
             raise JSONRPCError(CONNECTION_CLOSED, f"Connection closed: {SHUTDOWN_MESSAGE}")
+        owner, address = owner_of(ctx.user), client_address(ctx)
+        await admit(self.store, owner, address)
         now = timezone.now()
         ttl = mcp_settings.TASK_TTL
         poll = mcp_settings.TASK_POLL_INTERVAL
@@ -205,7 +209,7 @@ class TaskRunner:
         record = TaskRecord(
             task_id=new_task_id(),
             server=ctx.server.key,
-            owner=owner_of(ctx.user),
+            owner=owner,
             tool=tool.name,
             created=now,
             updated=now,
@@ -215,30 +219,47 @@ class TaskRunner:
             worker=self.worker_id,
             channel=self._channel(),
             lease_expires=now + timedelta(seconds=float(mcp_settings.LEASE_TIMEOUT)),
+            client_address=address if owner == "anonymous" else "",
+            deadline=task_deadline(now),
         )
         await bounded(self.store.acreate(record), "database")
-        task_ctx = dataclasses.replace(ctx, peer=_TaskPeer(), rounds=None, task_id=record.task_id)
-        task_ctx.detaching = False
+        task_ctx = task_context(ctx, record.task_id, _TaskPeer())
         self.running[record.task_id] = asyncio.create_task(
             self._run(record.task_id, task_ctx, tool, dict(answers)), name=f"mcp task {tool.name}"
         )
         return {"resultType": "task", **record.summary()}
 
     async def _run(self, task_id: str, ctx: Context, tool: Tool, answers: dict[str, Any]) -> None:
+        seconds = max_duration()
+        error: JSONRPCError | None = None
+        scope = asyncio.timeout(seconds)
         try:
-            await self._execute(task_id, ctx, tool, answers)
+            async with scope:
+                await self._execute(task_id, ctx, tool, answers)
         except asyncio.CancelledError:
+            # The error ends the asyncio task, which keeps it; its traceback keeps this frame, and the
+            # scope would keep the asyncio task: a cycle left to the collector. Drop the scope first.
+            del scope
             if self.stopping:
-                error = JSONRPCError(CONNECTION_CLOSED, f"Connection closed: {SHUTDOWN_MESSAGE}")
-                await self._finish(task_id, FAILED, error=error.to_error(), message=SHUTDOWN_MESSAGE)
+                closed = JSONRPCError(CONNECTION_CLOSED, f"Connection closed: {SHUTDOWN_MESSAGE}")
+                await self._finish(task_id, FAILED, error=closed.to_error(), message=SHUTDOWN_MESSAGE)
+            self._forget(task_id)
             raise
-        except Exception as exc:  # the store failed under the task: it is failed if it can still be told
-            logger.exception("task %s (%s) failed", task_id[:12], tool.name)
-            error = JSONRPCError(INTERNAL_ERROR, f"Internal error while running {tool.name}: {exc!r}")
-            await self._finish(task_id, FAILED, error=error.to_error())
+        except Exception as exc:  # past its deadline, or the store failed under the task
+            if scope.expired():
+                error = overdue_error(seconds)
+            else:
+                logger.exception("task %s (%s) failed", task_id[:12], tool.name)
+                error = JSONRPCError(INTERNAL_ERROR, f"Internal error while running {tool.name}: {exc!r}")
+        try:
+            if error is not None:  # written outside the except clause (see :meth:`_execute`)
+                await self._finish(task_id, FAILED, error=error.to_error(), message=error.message)
         finally:
-            self.running.pop(task_id, None)
-            self._wakeups.pop(task_id, None)
+            self._forget(task_id)
+
+    def _forget(self, task_id: str) -> None:
+        self.running.pop(task_id, None)
+        self._wakeups.pop(task_id, None)
 
     async def _finish(self, task_id: str, status: str, **values: Any) -> bool:
         try:
@@ -248,61 +269,87 @@ class TaskRunner:
             return False
 
     async def _execute(self, task_id: str, ctx: Context, tool: Tool, answers: dict[str, Any]) -> None:
+        """Run the handler until it ends; each round of input parks the task until answered (:meth:`_ask`).
+
+        Nothing is awaited inside an ``except`` clause: a store call there hands the exception being handled
+        to asgiref's thread (``exc_info``), whose reference cycles would keep the exception, its traceback,
+        the handler's frames and their arguments alive until a full collection."""
         arguments = ctx.params.get("arguments")
         while True:
             rounds = ctx.rounds = InputRounds(ctx.session.client_capabilities, {}, answers)
+            asked: dict[str, InputRequest] | None = None
+            ending: tuple[str, dict[str, Any]] | None = None
             try:
                 async with asyncio.timeout(tool.timeout):
                     result = await tool.call(arguments, ctx)
             except InputRequired as signal:
-                got = await self._ask(task_id, signal)
-                if got is None:
-                    return
-                answers = {**rounds.answers_so_far(), **got}
-                if not await bounded(self.store.aresume(task_id), "database"):
-                    return
-                continue
+                asked = dict(signal.requests)
             except TimeoutError:
                 error = JSONRPCError(REQUEST_TIMEOUT, f"Task timed out after {tool.timeout:g}s")
-                await self._finish(task_id, FAILED, error=error.to_error(), message=error.message)
+                ending = FAILED, {"error": error.to_error(), "message": error.message}
             except JSONRPCError as exc:
-                await self._finish(task_id, FAILED, error=exc.to_error(), message=exc.message)
+                ending = FAILED, {"error": exc.to_error(), "message": exc.message}
             else:
-                await self._finish(task_id, COMPLETED, result=finish_result(ctx, result))
-            return
+                ending = COMPLETED, {"result": finish_result(ctx, result)}
+            if ending is not None:
+                await self._finish(task_id, ending[0], **ending[1])
+                return
+            got = await self._ask(task_id, asked or {})
+            if got is None:
+                return
+            answers = {**rounds.answers_so_far(), **got}
+            if not await bounded(self.store.aresume(task_id), "database"):
+                return
 
-    async def _ask(self, task_id: str, signal: InputRequired) -> dict[str, Any] | None:
-        """Park the task ``input_required`` until every ask of ``signal`` is answered: the answers, or
+    async def _ask(self, task_id: str, requests: dict[str, InputRequest]) -> dict[str, Any] | None:
+        """Park the task ``input_required`` until every ask of ``requests`` is answered: the answers, or
         ``None`` when the task ended meanwhile (cancelled)."""
-        asked = {key: request.to_wire() for key, request in signal.requests.items()}
+        asked = {key: request.to_wire() for key, request in requests.items()}
         if not await bounded(self.store.aask(task_id, asked), "database"):
             return None
         wakeup = self._wakeups.setdefault(task_id, asyncio.Event())
         try:  # answered on another worker: its write is published to the task's group, which wakes us
             watched = await self.watch(task_id)
         except Exception:
-            logger.warning("task %s: cannot watch it; polling the store", task_id[:12], exc_info=True)
+            logger.warning(
+                "task %s: cannot watch it; it wakes at lease renewals", task_id[:12], exc_info=True
+            )
             watched = False
         try:
-            while True:  # the store is read after the watch began: no answer slips between the two
+            while True:  # cleared before the read, which follows the watch: no answer slips between them
+                wakeup.clear()
                 record = await bounded(self.store.aget(task_id), "database")
                 if record is None or not record.live:
                     return None
                 if all(key in record.input_responses for key in asked):
                     return {key: record.input_responses[key] for key in asked}
-                wakeup.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wakeup.wait(), INPUT_POLL_WATCHED if watched else INPUT_POLL)
+                self._parked[task_id] = record.version
+                del record  # parked, it holds its asks only
+                await wakeup.wait()  # bounded by the task's deadline (:meth:`_run`)
         finally:
+            self._parked.pop(task_id, None)
             if watched:
                 with contextlib.suppress(Exception):
                     await self.unwatch(task_id)
 
     def wake(self, task_id: str) -> None:
-        """Answers for a task arrived here: look at the store now rather than at the next poll."""
+        """The task changed: if it waits for answers here, it reads the store again now."""
         wakeup = self._wakeups.get(task_id)
         if wakeup is not None:
             wakeup.set()
+
+    async def recheck(self) -> int:
+        """Wake the parked tasks whose row changed since they last read it (the upkeep, at each lease
+        renewal: the fallback for a status message lost on the channel layer); one read for all of them.
+        Returns how many were woken."""
+        parked = dict(self._parked)
+        if not parked:
+            return 0
+        versions = await bounded(self.store.aversions(list(parked)), "database")
+        changed = [task_id for task_id, seen in parked.items() if versions.get(task_id) != seen]
+        for task_id in changed:
+            self.wake(task_id)
+        return len(changed)
 
     def stop_local(self, task_ids: Collection[str]) -> None:
         """Stop the handlers of these tasks if they run here (they were settled elsewhere)."""
@@ -330,73 +377,3 @@ class TaskRunner:
         if tasks:
             await asyncio.wait(tasks, timeout=5.0)
         return len(tasks)
-
-
-# -- the extension's methods -----------------------------------------------------------------------------
-
-
-async def visible_tasks(ctx: Context, task_ids: Collection[str]) -> list[str]:
-    """Of ``task_ids``, those of the caller's own tasks on this server (as :func:`_find` sees them)."""
-    runner = _runner(ctx)
-    if runner is None:
-        return []
-    visible = []
-    for task_id in task_ids:
-        record = await bounded(runner.store.aget(task_id), "database")
-        if record is not None and record.server == ctx.server.key and record.owner == owner_of(ctx.user):
-            visible.append(task_id)
-    return visible
-
-
-async def _find(ctx: Context) -> tuple[TaskRunner, TaskRecord]:
-    """The caller's task named by ``taskId``: -32021 without the extension (checked first), -32602 for an
-    id that is unknown, expired, of another server or of another owner (the same answer for all)."""
-    if not tasks_declared(ctx):
-        raise _missing(ctx.method)
-    task_id = ctx.params.get("taskId")
-    if not isinstance(task_id, str) or not task_id:
-        raise JSONRPCError(INVALID_PARAMS, "Invalid params: taskId must be a non-empty string")
-    runner = _runner(ctx)
-    record = await bounded(runner.store.aget(task_id), "database") if runner is not None else None
-    if (
-        runner is None
-        or record is None
-        or record.server != ctx.server.key
-        or record.owner != owner_of(ctx.user)
-    ):
-        raise JSONRPCError(INVALID_PARAMS, f"Task not found: {task_id}", {"taskId": task_id})
-    return runner, record
-
-
-async def tasks_get(ctx: Context) -> dict[str, Any]:
-    """``tasks/get``: the DetailedTask."""
-    _runner, record = await _find(ctx)
-    return record.detailed()
-
-
-async def tasks_update(ctx: Context) -> dict[str, Any]:
-    """``tasks/update``: record the answers to outstanding input requests (others are ignored)."""
-    runner, record = await _find(ctx)
-    responses = ctx.params.get("inputResponses")
-    if not isinstance(responses, dict):
-        raise JSONRPCError(INVALID_PARAMS, "Invalid params: inputResponses must be an object")
-    outstanding = record.outstanding() if record.live else {}
-    answers: dict[str, Any] = {}
-    for key, answer in responses.items():
-        asked = outstanding.get(key)
-        if not isinstance(asked, dict):
-            continue
-        request = InputRequest(str(asked.get("method")), dict(asked.get("params") or {}))
-        answers[key] = request.check_answer(key, answer) if request.method in KNOWN_INPUTS else answer
-    if answers:
-        await bounded(runner.store.aanswer(record.task_id, answers), "database")
-        runner.wake(record.task_id)
-    return {}
-
-
-async def tasks_cancel(ctx: Context) -> dict[str, Any]:
-    """``tasks/cancel``: an empty acknowledgement, also for a task already terminal."""
-    runner, record = await _find(ctx)
-    if record.live:
-        await runner.cancel(record.task_id)
-    return {}

@@ -24,6 +24,7 @@ __all__ = [
     "REQUEST_ABORTED",
     "REQUEST_TIMEOUT",
     "RESOURCE_NOT_FOUND",
+    "TOO_MANY_TASKS",
     "JSONRPCError",
     "RequestSettled",
     "ResourceNotFound",
@@ -40,6 +41,10 @@ Chosen in JSON-RPC's implementation-defined server-error band (-32000 to -32099)
 conventions -32000 (connection closed) and -32001 (request timed out) and the handshake era's -32002
 (resource not found). The request's session stays open; only that request ends.
 """
+
+TOO_MANY_TASKS = -32004
+"""A ``tools/call`` that would start a task over ``MAX_TASKS_PER_OWNER`` or ``MAX_TASKS`` (tasks extension):
+refused before any task is created (HTTP 429 at 2026-07-28). In the same server-error band as -32003."""
 
 
 class JSONRPCError(Exception):

@@ -138,3 +138,26 @@ async def test_a_task_outlives_a_restart_of_the_worker_that_ran_it(workers: Work
     assert (await workers.client("b").get(task_id))["result"]["content"][0][
         "text"
     ] == "kept: computed after 0.2s"
+
+
+async def test_the_limit_of_live_tasks_holds_across_workers(tmp_path: Path) -> None:
+    overrides = {"RESPONSE_MODE": "auto", "MAX_TASKS_PER_OWNER": 2}
+    with shared_site() as env:
+        a = start_server(tmp_path, overrides, name="limit-a", **env)
+        b = start_server(tmp_path, overrides, name="limit-b", **env)
+        try:
+            on_a = TaskClient(f"{a.base}/conformance/mcp")
+            on_b = TaskClient(f"{b.base}/conformance/mcp")
+            first = (await on_a.create("slow_compute", {"seconds": 60}))["taskId"]
+            second = (await on_b.create("slow_compute", {"seconds": 60}))["taskId"]
+            for client in (on_a, on_b):  # each worker counts the other's tasks: the store's count
+                slow = {"name": "slow_compute", "arguments": {"seconds": 60}}
+                error = await client.error("tools/call", slow, 429, -32004)
+                assert error["data"] == {"limit": 2, "live": 2, "setting": "MAX_TASKS_PER_OWNER"}
+            await on_b.result("tasks/cancel", {"taskId": first})  # cancelled through the other worker
+            third = (await on_a.create("slow_compute", {"seconds": 60}))["taskId"]
+            for task_id in (second, third):
+                await on_a.result("tasks/cancel", {"taskId": task_id})
+        finally:
+            a.stop()
+            b.stop()

@@ -20,12 +20,22 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 ASK = {"method": "elicitation/create", "params": {"mode": "form", "message": "?", "requestedSchema": {}}}
 
 
-async def make(store: DatabaseTaskStore, worker: str = "w1", lease: float = 30.0) -> TaskRecord:
+async def make(
+    store: DatabaseTaskStore,
+    worker: str = "w1",
+    lease: float = 30.0,
+    *,
+    owner: str = "anonymous",
+    address: str = "",
+    deadline: float | None = None,
+) -> TaskRecord:
     now = timezone.now()
     record = TaskRecord(
         task_id=new_task_id(),
         server="default",
-        owner="anonymous",
+        owner=owner,
+        client_address=address,
+        deadline=now + timedelta(seconds=deadline) if deadline is not None else None,
         tool="t",
         created=now,
         updated=now,
@@ -104,3 +114,52 @@ async def test_upkeep_renews_its_tasks_fails_orphans_and_prunes() -> None:
     assert (await upkeep.keep_tasks(later, timedelta(seconds=30), orphans=False))["tasks_pruned"] == 2
     assert await store.aget(orphan.task_id) is None
     assert await store.aget(mine.task_id) is not None  # a live task is never pruned
+
+
+async def test_live_tasks_are_counted_per_owner_an_anonymous_one_by_address() -> None:
+    store = DatabaseTaskStore()
+    for owner in ("user:1", "user:1", "user:2"):
+        await make(store, owner=owner)
+    await make(store, address="10.0.0.1")
+    ended = await make(store, address="10.0.0.1")
+    assert await store.afinish(ended.task_id, "completed", result={"content": []})  # no longer counted
+    assert await store.acount_live("user:1", "") == (2, 4)
+    assert await store.acount_live("anonymous", "10.0.0.1") == (1, 4)
+    assert await store.acount_live("anonymous", "10.0.0.2") == (0, 4)
+
+
+async def test_upkeep_fails_the_tasks_past_their_deadline_wherever_they_run() -> None:
+    store = DatabaseTaskStore()
+    heard: list[tuple[str, str]] = []
+    store.on_change(lambda record: heard.append((record.task_id, record.status)))
+    here = await make(store, worker="alive", deadline=-5.0)
+    assert await store.aask(here.task_id, {"k": ASK})  # parked input_required: it ends all the same
+    elsewhere = await make(store, worker="other", deadline=-5.0)  # on a live worker that missed it
+    on_time = await make(store, worker="alive", deadline=60.0)
+    stopped: list[str] = []
+    rechecked: list[bool] = []
+
+    async def recheck() -> int:
+        rechecked.append(True)
+        return 0
+
+    upkeep = Upkeep(
+        get_ledger(),
+        "alive",
+        tasks=store,
+        running_tasks=lambda: {here.task_id, on_time.task_id},
+        stop_tasks=lambda ids: stopped.extend(ids),
+        recheck_tasks=recheck,
+    )
+    done = await upkeep.keep_tasks(timezone.now(), timedelta(seconds=30), orphans=False)
+    assert done["tasks_overdue"] == 2
+    assert stopped == [here.task_id]  # its handler here stops; the other worker's finds it ended
+    assert rechecked == [True]  # the parked tasks here read the store again (a lost message's fallback)
+    for task in (here, elsewhere):
+        failed = await store.aget(task.task_id)
+        assert failed is not None
+        assert failed.status == "failed"
+        assert failed.error is not None
+        assert failed.error["code"] == -32001
+        assert (task.task_id, "failed") in heard  # told as any status change (notifications/tasks)
+    assert getattr(await store.aget(on_time.task_id), "status", None) == "working"

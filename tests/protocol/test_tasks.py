@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from mcp_server.wire.errors import TOO_MANY_TASKS
 from tests.admin_helpers import query
 from tests.auth_helpers import bearer, make_fixtures
 from tests.live import LiveServer
@@ -216,3 +217,66 @@ async def test_a_worker_shutting_down_fails_the_tasks_it_runs(start: Callable[..
         "message": "Connection closed: the worker running the task shut down",
     }
     assert row["lease_expires"] is None
+
+
+def _live_tasks(server: LiveServer) -> int:
+    return len(query(server, "SELECT id FROM mcp_server_task WHERE status IN ('working', 'input_required')"))
+
+
+async def test_live_tasks_are_capped_per_owner_and_per_site(start: Callable[..., LiveServer]) -> None:
+    server = start({"RESPONSE_MODE": "auto", "MAX_TASKS_PER_OWNER": 2, "MAX_TASKS": 3})
+    url = f"{server.base}/conformance/mcp"
+    here, there = TaskClient(url), TaskClient(url, local_address="127.0.0.2")
+    alice = TaskClient(url, headers=bearer(make_fixtures(server)["tokens"]["alice"]))
+    slow = {"name": "slow_compute", "arguments": {"seconds": 60}}
+    mine = [(await here.create("slow_compute", {"seconds": 60}))["taskId"] for _ in range(2)]
+    response, message = await here.post("tools/call", slow)  # the answer carries the call's id (post)
+    assert response.status_code == 429
+    assert message["error"] == {
+        "code": TOO_MANY_TASKS,
+        "message": "Too many live tasks for address 127.0.0.1: 2, at most 2 (MAX_TASKS_PER_OWNER); wait for "
+        "one to end or cancel one with tasks/cancel",
+        "data": {"limit": 2, "live": 2, "setting": "MAX_TASKS_PER_OWNER"},
+    }
+    assert _live_tasks(server) == 2  # no task row, no handler
+
+    async def refusal_recorded() -> bool:
+        rows = query(server, "SELECT outcome FROM mcp_server_ledgerentry WHERE state = 'answered'")
+        outcomes = [json.loads(r["outcome"] or "null") or {} for r in rows]
+        return any(o.get("error", {}).get("code") == TOO_MANY_TASKS for o in outcomes)
+
+    await wait_for(refusal_recorded)  # settled as any error is, in the ledger too
+    # Anonymous callers count by address: another one has its own quota, within the site's.
+    theirs = (await there.create("slow_compute", {"seconds": 60}))["taskId"]
+    response, message = await alice.post("tools/call", slow)
+    assert response.status_code == 429
+    assert message["error"]["data"] == {"limit": 3, "live": 3, "setting": "MAX_TASKS"}
+    assert message["error"]["message"].startswith("Too many live tasks for this server: 3, at most 3")
+    await here.result("tasks/cancel", {"taskId": mine[0]})  # an ended task frees its place
+    alices = (await alice.create("slow_compute", {"seconds": 60}))["taskId"]
+    for client, task_id in ((here, mine[1]), (there, theirs), (alice, alices)):
+        await client.result("tasks/cancel", {"taskId": task_id})
+
+
+async def test_a_task_ends_at_its_ttl_working_or_parked_and_is_pruned(
+    start: Callable[..., LiveServer],
+) -> None:
+    server = start({"RESPONSE_MODE": "auto", "TASK_TTL": 2.0, "LEASE_TIMEOUT": 3.0})
+    client = TaskClient(f"{server.base}/conformance/mcp")
+    parked = (await client.create("confirm_delete", {"filename": "a"}))["taskId"]
+    working = (await client.create("slow_compute", {"seconds": 600}))["taskId"]
+    assert (await client.wait(parked, "input_required", within=5))["ttlMs"] == 2000
+    for task_id in (parked, working):
+        failed = await client.wait(task_id, "failed", "completed", "cancelled", within=15)
+        assert failed["status"] == "failed"
+        assert failed["error"] == {
+            "code": -32001,
+            "message": "Task timed out: still live after 2s, its maximum duration (TASK_MAX_DURATION, else "
+            "TASK_TTL)",
+        }
+
+    async def pruned() -> bool:  # the upkeep deletes ended tasks past their TTL (every LEASE_TIMEOUT / 3)
+        return not query(server, "SELECT id FROM mcp_server_task WHERE id IN (?, ?)", parked, working)
+
+    await wait_for(pruned)
+    await client.error("tasks/get", {"taskId": parked}, 400, NOT_FOUND)

@@ -105,6 +105,22 @@ async def raw_stats(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     }
 
 
+@mcp.method("test/collect")
+async def raw_collect(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """A full garbage collection in this worker: the objects it freed and the RSS (KiB) before and after
+    (``bench/task_memory.py``: what only a collection would have given back)."""
+    import gc
+    from pathlib import Path
+
+    def rss() -> int:
+        status = Path("/proc/self/status").read_text()
+        return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+
+    before = rss()
+    collected = gc.collect()
+    return {"collected": collected, "rss_before": before, "rss_after": rss()}
+
+
 @mcp.method("test/ledger_pending")
 async def raw_ledger_pending(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     """Pending requests of the caller's session (or ``params["session"]``) in the ledger (any backend)."""
