@@ -250,7 +250,8 @@ class TaskRunner:
                 error = overdue_error(seconds)
             else:
                 logger.exception("task %s (%s) failed", task_id[:12], tool.name)
-                error = JSONRPCError(INTERNAL_ERROR, f"Internal error while running {tool.name}: {exc!r}")
+                detail = f": {exc!r}" if mcp_settings.ERROR_DETAIL else ""  # the client may be anyone (W007)
+                error = JSONRPCError(INTERNAL_ERROR, f"Internal error while running {tool.name}{detail}")
         try:
             if error is not None:  # written outside the except clause (see :meth:`_execute`)
                 await self._finish(task_id, FAILED, error=error.to_error(), message=error.message)
