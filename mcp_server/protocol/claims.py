@@ -14,6 +14,8 @@ inside its transaction, just before the commit:
 
 from __future__ import annotations
 
+import weakref
+
 from ..core.context import Context
 from ..wire.errors import RequestSettled
 from .settlement import PendingRequest, RequestTable
@@ -29,7 +31,9 @@ class RequestClaim:
     def __init__(self, table: RequestTable, entry: PendingRequest, ctx: Context) -> None:
         self.table = table
         self.entry = entry
-        self.ctx = ctx
+        self.ctx = weakref.ref(ctx)
+        """Weak: the context holds its claim, and a cycle would keep the request (its params, its Django
+        request and body) until a full garbage collection rather than freeing it when it is answered."""
         self.joined: str | None = None
         """The database whose transaction records the answer (once the claim is confirmed there)."""
 
@@ -37,7 +41,8 @@ class RequestClaim:
         """Claim the answer in this process; see whether the ledger can join a transaction on ``using``."""
         if self.entry.claimed:
             return
-        deadline = self.ctx.deadline
+        ctx = self.ctx()
+        deadline = ctx.deadline if ctx is not None else None
         if deadline is not None and deadline.expired():  # the timeout fired: its answer is on its way
             raise RequestSettled("timed_out")
         self.table.claim(self.entry)

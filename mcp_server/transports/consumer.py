@@ -65,7 +65,9 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         self.stream_closed = asyncio.Event()
         self.user: Any = None
         self.auth: Any = None
-        self.sink = _GetStream(self)
+        self.sink: _GetStream | None = None
+        """While this consumer serves a GET stream (it refers back to the consumer: dropped at the end, so
+        that no cycle keeps a consumer and its body until a full garbage collection)."""
         self.exchange: PostExchange | None = None
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Any) -> None:
@@ -122,7 +124,8 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         self.body += chunk
         if message.get("more_body"):
             return
-        self.task = asyncio.create_task(self._serve(bytes(self.body)))
+        body, self.body = bytes(self.body), bytearray()
+        self.task = asyncio.create_task(self._serve(body))
         self.task.add_done_callback(lambda _t: self.finished.set())
 
     async def http_disconnect(self, message: dict[str, Any]) -> None:
@@ -147,6 +150,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             await self._route(body)
         finally:
             self.runtime.exchanges.discard(self)
+            self.exchange = None  # it holds our send: no cycle keeps the request after its answer
 
     async def _route(self, body: bytes) -> None:
         headers = headers_of(self.scope.get("headers", []))
@@ -296,11 +300,12 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         ):  # a POST stream: its missed events
             await serve_resumed(self.runtime, session.id, last_event_id, self.send, self.stream_closed)
             return
-        self.sink.log = log = await self._get_log(session, last_event_id)
+        self.sink = sink = _GetStream(self)
+        sink.log = log = await self._get_log(session, last_event_id)
         self.stream_session = session.id
         watching = self._watch_credential(self._end_get)
         try:
-            await self.runtime.attach_stream(session.id, self.sink)
+            await self.runtime.attach_stream(session.id, sink)
             await self.send({"type": "http.response.start", "status": 200, "headers": sse.SSE_HEADERS})
             opening = (log.priming([]) if last_event_id is None else b"") or b": stream open\n\n"
             await self.send({"type": "http.response.body", "body": opening, "more_body": True})
@@ -356,12 +361,14 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         return self.runtime.credentials.watch(self.scope, self.user, self.auth, end)
 
     async def _end_get(self, reason: str) -> None:
-        self.sink.close(reason)
+        if self.sink is not None:
+            self.sink.close(reason)
 
     async def _leave_stream(self) -> None:
-        if self.stream_session is not None:
+        sink, self.sink = self.sink, None
+        if self.stream_session is not None and sink is not None:
             session_id, self.stream_session = self.stream_session, None
-            await self.runtime.detach_stream(session_id, self.sink)
+            await self.runtime.detach_stream(session_id, sink)
 
     async def _json(
         self, status: int, payload: dict[str, Any], extra: list[tuple[bytes, bytes]] | None = None

@@ -145,18 +145,21 @@ class PostExchange:
 
     async def run(self, messages: list[IncomingMessage | dict[str, Any]]) -> None:
         """Serve ``messages`` (already-built error responses may be mixed in) and send the HTTP response."""
-        open_count = 0
-        for message in messages:
-            if isinstance(message, dict):  # the refusal of a batch member
-                self._reply(message)
-            elif isinstance(message, JSONRPCRequest):
-                open_count += await self._start(message)
-            else:
-                await handle_client_message(self.runtime, self.session, message)
-        if open_count == 0 and self.queue.empty():
-            await self._respond_accepted()
-            return
-        await self._drain(open_count)
+        try:
+            open_count = 0
+            for message in messages:
+                if isinstance(message, dict):  # the refusal of a batch member
+                    self._reply(message)
+                elif isinstance(message, JSONRPCRequest):
+                    open_count += await self._start(message)
+                else:
+                    await handle_client_message(self.runtime, self.session, message)
+            if open_count == 0 and self.queue.empty():
+                await self._respond_accepted()
+                return
+            await self._drain(open_count)
+        finally:  # an entry's deliver is our method: no cycle keeps the request past its answer
+            self.entries.clear()
 
     async def _start(self, message: JSONRPCRequest) -> int:
         if message.method == "initialize":

@@ -108,7 +108,9 @@ async def raw_stats(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
 @mcp.method("test/collect")
 async def raw_collect(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     """A full garbage collection in this worker: the objects it freed and the RSS (KiB) before and after
-    (``bench/task_memory.py``: what only a collection would have given back)."""
+    (``bench/task_memory.py``: what only a collection would have given back). ``{"pause": true}``: collect,
+    then turn the collector off (what requests leave in cycles piles up); ``{"types": true}``: collect, name
+    the types of what it freed (what only cycles kept alive), and turn the collector back on."""
     import gc
     from pathlib import Path
 
@@ -117,8 +119,25 @@ async def raw_collect(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
         return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
 
     before = rss()
-    collected = gc.collect()
-    return {"collected": collected, "rss_before": before, "rss_after": rss()}
+    if params.get("pause"):
+        gc.collect()
+        gc.disable()
+        return {"paused": True}
+    if not params.get("types"):
+        return {"collected": gc.collect(), "rss_before": before, "rss_after": rss()}
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        collected = gc.collect()
+        types: dict[str, int] = {}
+        for garbage in gc.garbage:
+            kind = type(garbage)
+            name = f"{kind.__module__}.{kind.__qualname__}"
+            types[name] = types.get(name, 0) + 1
+        gc.garbage.clear()
+    finally:
+        gc.set_debug(0)
+        gc.enable()
+    return {"collected": collected, "rss_before": before, "rss_after": rss(), "types": types}
 
 
 @mcp.method("test/ledger_pending")
