@@ -22,6 +22,7 @@ from typing import Any
 from ..wire.modern import TASKS_EXTENSION
 
 __all__ = [
+    "ENDED_KEPT",
     "LIVE",
     "TASKS_EXTENSION",
     "TERMINAL",
@@ -45,6 +46,9 @@ LIVE = (WORKING, INPUT_REQUIRED)
 """The statuses a task may leave."""
 TERMINAL = (COMPLETED, FAILED, CANCELLED)
 """The statuses a task never leaves."""
+ENDED_KEPT = 5.0
+"""Seconds an ended task is kept at least, whatever its TTL: a task that fails at its TTL is still there for
+the client's next polls to learn how it ended (rather than "Task not found")."""
 
 
 def new_task_id() -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from ..core.tasks import INPUT_REQUIRED, LIVE, TERMINAL, WORKING, TaskRecord, TaskStore
+from ..core.tasks import ENDED_KEPT, INPUT_REQUIRED, LIVE, TERMINAL, WORKING, TaskRecord, TaskStore
 
 __all__ = ["DatabaseTaskStore"]
 
@@ -168,7 +168,11 @@ class DatabaseTaskStore(TaskStore):
         return failed
 
     async def aprune(self, now: datetime) -> int:
-        deleted, _ = await self.model.objects.filter(status__in=list(TERMINAL), expires_at__lt=now).adelete()
+        ended_before = now - timedelta(seconds=ENDED_KEPT)
+        rows = self.model.objects.filter(
+            status__in=list(TERMINAL), expires_at__lt=now, updated__lt=ended_before
+        )
+        deleted, _ = await rows.adelete()
         return int(deleted)
 
     async def acount_live(self, owner: str, client_address: str) -> tuple[int, int]:

@@ -657,8 +657,19 @@ async def test_startup_output_goes_to_stderr_and_stdin_reads_as_empty(start: Any
 
 
 async def tool_names(raw: RawStdio) -> set[str]:
+    """Every page of ``tools/list`` (the test site has more tools than one page holds)."""
     await raw.initialize()
-    return {tool["name"] for tool in (await raw.request(rpc("tools/list", None, 1)))["result"]["tools"]}
+    names: set[str] = set()
+    cursor: str | None = None
+    for page in range(1, 20):
+        result = (await raw.request(rpc("tools/list", {"cursor": cursor} if cursor else None, page)))[
+            "result"
+        ]
+        names |= {tool["name"] for tool in result["tools"]}
+        cursor = result.get("nextCursor")
+        if not cursor:
+            return names
+    raise AssertionError("tools/list did not end within 20 pages")
 
 
 @pytest.mark.parametrize("spec", ["other", "tests.stdioapp.mcp.other"])

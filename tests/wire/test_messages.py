@@ -14,6 +14,7 @@ from mcp_server.wire.messages import (
     CancelRequest,
     CancelSettled,
     ClientAnswer,
+    CredentialChanged,
     EndSession,
     ListenEvent,
     SessionChanged,
@@ -48,6 +49,8 @@ SAMPLES: list[WorkerMessage] = [
     StopTask(task_id="Xy-_0123456789abcdefghijklmnopqrstuv"),
     TaskStatus(task_id="t1", task={"taskId": "t1", "status": "working", "ttlMs": None}),
     StreamWake(stream_id="p0123456789abcdef"),
+    CredentialChanged(user_id=7, token_id=3),
+    CredentialChanged(user_id="7"),
 ]
 
 
