@@ -19,6 +19,7 @@ from tests.settlement_helpers import (
     GATES,
     WRITE_BEHIND,
     World,
+    leave_stuck_tasks_behind,
     new_session,
     new_worker,
     stop_worker,
@@ -68,3 +69,4 @@ async def world(backend: str, flush: float) -> AsyncIterator[World]:
     # The ORM thread's connection (sessions are rows whatever the ledger), so that PostgreSQL can drop the
     # test database.
     await sync_to_async(connections.close_all)()
+    await leave_stuck_tasks_behind()
