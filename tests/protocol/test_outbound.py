@@ -44,7 +44,9 @@ async def test_a_route_names_the_channel_and_lasts_a_day(shared_cache: tuple[red
     await aremember_route("s-1", "srv-1", "worker-a-channel")
     keys = list(client.scan_iter(match=f"{prefix}*"))
     assert len(keys) == 1
-    assert b"worker-a-channel" in client.get(keys[0])
+    stored = client.get(keys[0])
+    assert isinstance(stored, bytes)
+    assert b"worker-a-channel" in stored
     assert DAY - 60 < client.ttl(keys[0]) <= DAY
 
 
