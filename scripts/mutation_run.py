@@ -76,15 +76,31 @@ TARGETS: dict[str, list[str]] = {
     "mcp_server/transports/resumable.py": ["tests/transports/test_resumable.py"],
     "mcp_server/protocol/__init__.py": ["tests/protocol/test_modern.py"],  # a docstring: no mutants
     "mcp_server/protocol/claims.py": ["tests/protocol/test_write_claims.py"],
-    "mcp_server/protocol/client_messages.py": ["tests/core/test_context.py", "tests/transports/test_exchange.py"],
-    "mcp_server/protocol/lifecycle.py": ["tests/protocol/test_modern.py", "tests/transports/test_rules.py"],
+    "mcp_server/protocol/client_messages.py": [
+        "tests/core/test_context.py",
+        "tests/transports/test_exchange.py",
+    ],
+    "mcp_server/protocol/lifecycle.py": ["tests/protocol/test_lifecycle.py", "tests/protocol/test_modern.py"],
     "mcp_server/protocol/listen.py": ["tests/protocol/test_listen.py", "tests/transports/test_listen.py"],
     "mcp_server/protocol/middleware.py": ["tests/protocol/test_middleware.py"],
-    "mcp_server/protocol/modern.py": ["tests/protocol/test_modern.py", "tests/transports/test_modern_http.py"],
-    "mcp_server/protocol/outbound.py": ["tests/core/test_context.py", "tests/protocol/test_rounds.py"],
-    "mcp_server/protocol/pagination.py": ["tests/protocol/test_dispatcher.py"],
+    "mcp_server/protocol/modern.py": [
+        "tests/protocol/test_modern.py",
+        "tests/transports/test_modern_http.py",
+    ],
+    "mcp_server/protocol/outbound.py": [
+        "tests/protocol/test_outbound.py",
+        "tests/core/test_context.py",
+        "tests/protocol/test_rounds.py",
+    ],
+    "mcp_server/protocol/pagination.py": [
+        "tests/protocol/test_pagination.py",
+        "tests/protocol/test_dispatcher.py",
+    ],
     "mcp_server/protocol/peer.py": ["tests/core/test_context.py", "tests/protocol/test_rounds.py"],
-    "mcp_server/protocol/rounds.py": ["tests/protocol/test_rounds.py", "tests/protocol/test_rounds_ledger.py"],
+    "mcp_server/protocol/rounds.py": [
+        "tests/protocol/test_rounds.py",
+        "tests/protocol/test_rounds_ledger.py",
+    ],
     "mcp_server/protocol/tasks.py": ["tests/protocol/test_tasks.py", "tests/test_runtime_tasks.py"],
 }
 """The targeted pytest arguments of each module (test files that do not exist are left out)."""
