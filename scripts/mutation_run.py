@@ -73,7 +73,10 @@ TARGETS: dict[str, list[str]] = {
     "mcp_server/runtime.py": ["tests/test_runtime.py", "tests/transports/test_exchange.py"],
     "mcp_server/transports/stdio.py": ["tests/transports/test_stdio.py"],
     "mcp_server/transports/exchange.py": ["tests/transports/test_exchange.py", "tests/test_runtime.py"],
-    "mcp_server/transports/resumable.py": ["tests/transports/test_resumable.py"],
+    "mcp_server/transports/resumable.py": [
+        "tests/transports/test_resumable_streams.py",
+        "tests/transports/test_resumable.py",
+    ],
     "mcp_server/protocol/__init__.py": ["tests/protocol/test_modern.py"],  # a docstring: no mutants
     "mcp_server/protocol/claims.py": ["tests/protocol/test_write_claims.py"],
     "mcp_server/protocol/client_messages.py": [
