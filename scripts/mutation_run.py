@@ -11,8 +11,8 @@ to set the per-mutant timeout; then runs them (``pytest -x``) once per mutant (`
 
 It prints per module: mutants, killed, survived, timed out, score (killed and timed out over tested), and
 writes to the run directory ``report.md`` (every survivor: file, line, operator, diff), ``summary.json``,
-``tested.json`` and ``survivors.json`` (for ``--mutants``). The seven core modules hold about 1000 mutants
-worth testing: a full run takes hours on two cores, so it is not part of CI; ``--sample`` is for quick checks.
+``tested.json`` and ``survivors.json`` (for ``--mutants``). The modules of ``TARGETS`` hold over 2000 mutants
+worth testing: a full run takes many hours on two cores, so it is not part of CI; ``--sample`` is for checks.
 """
 
 from __future__ import annotations
