@@ -67,7 +67,11 @@ TARGETS: dict[str, list[str]] = {
         "tests/end_to_end/test_features.py",
         "tests/registry/test_registry.py",
     ],
-    "mcp_server/ledger/writer.py": ["tests/ledger/test_writer.py", "tests/protocol/test_settlement.py"],
+    "mcp_server/ledger/writer.py": [
+        "tests/ledger/test_writer.py",
+        "tests/ledger/test_writer_faults.py",
+        "tests/protocol/test_settlement.py",
+    ],
     "mcp_server/ledger/database.py": ["tests/ledger/test_writer.py", "tests/ledger/test_backends.py"],
     "mcp_server/ledger/cache.py": ["tests/ledger/test_writer.py", "tests/ledger/test_backends.py"],
     "mcp_server/runtime.py": ["tests/test_runtime.py", "tests/transports/test_exchange.py"],
