@@ -82,7 +82,7 @@ TARGETS: dict[str, list[str]] = {
         "tests/transports/test_resumable.py",
     ],
     "mcp_server/protocol/__init__.py": ["tests/protocol/test_modern.py"],  # a docstring: no mutants
-    "mcp_server/protocol/claims.py": ["tests/protocol/test_write_claims.py"],
+    "mcp_server/protocol/claims.py": ["tests/protocol/test_claims.py", "tests/protocol/test_write_claims.py"],
     "mcp_server/protocol/client_messages.py": [
         "tests/core/test_context.py",
         "tests/transports/test_exchange.py",
