@@ -135,6 +135,25 @@ async def test_an_input_required_result_is_passed_through() -> None:
     assert "ttlMs" not in out
 
 
+async def test_a_task_result_is_passed_through_with_its_task() -> None:
+    ctx = context("tools/call", {"name": "region"})
+    task = {
+        "resultType": "task",
+        "taskId": "t-1",
+        "status": "working",
+        "createdAt": "2026-07-28T00:00:00Z",
+        "lastUpdatedAt": "2026-07-28T00:00:00Z",
+        "ttlMs": 60000,
+        "pollIntervalMs": 500,
+    }
+    assert finish_result(ctx, task) == {
+        **task,
+        "_meta": {
+            "io.modelcontextprotocol/serverInfo": {"name": "modern-units", "version": "9.9", "title": "Units"}
+        },
+    }
+
+
 async def test_mcp_header_on_a_number_is_refused_at_registration() -> None:
     other = MCPServer("refusing")
 

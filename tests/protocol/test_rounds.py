@@ -90,6 +90,13 @@ async def ask_prompt(ctx: Context) -> str:
     return f"Use {answer['content']['context']}"
 
 
+@server.prompt
+async def other_prompt(ctx: Context) -> str:
+    """Another prompt that asks for context."""
+    answer = await ctx.elicit("Context?", {"type": "object", "properties": {"context": {"type": "string"}}})
+    return f"Other {answer['content']['context']}"
+
+
 @server.resource("test://roots", mime_type="text/plain")
 async def roots_resource(ctx: Context) -> str:
     """Lists the client's roots."""
@@ -261,6 +268,15 @@ async def test_a_state_is_refused_on_another_call() -> None:
         error = (await call("tools/call", retry))["error"]
         assert error["code"] == -32602
         assert "another request" in error["message"]
+
+
+async def test_a_prompts_state_is_refused_on_another_prompt() -> None:
+    first = (await call("prompts/get", {"name": "ask_prompt"}))["result"]
+    answered = {"action": "accept", "content": {"context": "c"}}
+    retry = {"name": "other_prompt", "inputResponses": {"elicitation-1": answered}}
+    error = (await call("prompts/get", {**retry, "requestState": first["requestState"]}))["error"]
+    assert error["code"] == -32602
+    assert "another request" in error["message"]
 
 
 async def test_an_expired_state_is_refused(settings: Any) -> None:

@@ -67,6 +67,19 @@ async def test_invalid_params_are_minus_32602_and_nothing_is_stored() -> None:
     assert not await LedgerEntry.objects.aexists()
 
 
+async def test_of_several_invalid_params_the_first_is_named() -> None:
+    runtime = Runtime(flush_interval=0)
+    params = {"protocolVersion": "2025-11-25", "capabilities": 5, "clientInfo": "not an object"}
+    response, session = await answer_initialize(
+        runtime, MCPServer("serving"), initialize(params, 5), user=None
+    )
+    assert session is None
+    message = response["error"]["message"]
+    assert message.startswith("Invalid params for initialize: ")
+    assert "ClientCapabilities" in message  # the capabilities come first, clientInfo (Implementation) after
+    assert "Implementation" not in message
+
+
 async def test_stateless_initialize_stores_no_session_but_records_the_request() -> None:
     runtime = Runtime(flush_interval=0)
     response, session = await answer_initialize(
