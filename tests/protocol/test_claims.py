@@ -24,7 +24,9 @@ async def _nowhere(entry: PendingRequest, response: dict[str, Any] | None) -> No
     """The request's answer is not sent anywhere in these tests."""
 
 
-async def claim_of(runtime: Runtime, deadline: asyncio.Timeout | None) -> RequestClaim:
+async def claim_of(runtime: Runtime, deadline: asyncio.Timeout | None) -> tuple[RequestClaim, Context]:
+    """A claim and its context (the claim holds the context weakly: the caller keeps it, as a handler
+    does)."""
     entry = await runtime.requests.open("claims", 1, "tools/call", _nowhere, lease=60.0)
     ctx = Context(
         server=MCPServer("claims"),
@@ -35,18 +37,19 @@ async def claim_of(runtime: Runtime, deadline: asyncio.Timeout | None) -> Reques
         peer=RecordingPeer(),
     )
     ctx.deadline = deadline
-    return RequestClaim(runtime.requests, entry, ctx)
+    ctx.claim = claim = RequestClaim(runtime.requests, entry, ctx)
+    return claim, ctx
 
 
 async def test_a_claim_without_a_deadline_takes_the_answer() -> None:
-    claim = await claim_of(Runtime(flush_interval=0), None)
+    claim, _ctx = await claim_of(Runtime(flush_interval=0), None)
     await claim.reserve(None)
     assert claim.entry.claimed
 
 
 async def test_a_claim_under_a_deadline_disarms_it() -> None:
     async with asyncio.timeout(60) as deadline:
-        claim = await claim_of(Runtime(flush_interval=0), deadline)
+        claim, _ctx = await claim_of(Runtime(flush_interval=0), deadline)
         await claim.reserve(None)
         assert claim.entry.claimed
         assert deadline.when() is None
@@ -57,7 +60,7 @@ async def test_a_claim_after_the_deadline_passed_is_refused() -> None:
     with pytest.raises(TimeoutError):
         async with asyncio.timeout_at(loop.time() - 1) as deadline:  # expired at its first await
             await asyncio.sleep(0)
-    claim = await claim_of(Runtime(flush_interval=0), deadline)
+    claim, _ctx = await claim_of(Runtime(flush_interval=0), deadline)
     assert deadline.expired()
     with pytest.raises(RequestSettled):
         await claim.reserve(None)

@@ -15,6 +15,7 @@ from mcp_server.ledger.database import DatabaseLedger
 from mcp_server.runtime import Runtime
 from mcp_server.transports import sse
 from mcp_server.transports.resumable import UNKNOWN_GRACE, EventLog, serve_resumed
+from mcp_server.transports.rules import HTTPProblem
 from mcp_server.wire.versions import LATEST_VERSION
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
@@ -46,11 +47,17 @@ async def open_stream(runtime: Runtime) -> EventLog:
     return log
 
 
+RESUMED = {"type": "http.response.body", "body": b": stream resumed\n\n", "more_body": True}
+"""The comment a resumed stream opens with (the server sends the headers with a first body)."""
+
+
 async def resume(runtime: Runtime, log: EventLog, closed: asyncio.Event) -> list[dict[str, Any]]:
+    """What ``serve_resumed`` sends, the opening comment left out."""
     sent: list[dict[str, Any]] = []
 
     async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
+        if message != RESUMED:
+            sent.append(message)
 
     async with asyncio.timeout(20):
         await serve_resumed(runtime, SESSION, f"{log.stream_id}:0", send, closed)
@@ -63,7 +70,12 @@ async def test_a_resumed_stream_whose_client_has_gone_ends_at_once(runtime: Runt
     closed.set()
     sent = await resume(runtime, log, closed)
     assert sent[0]["status"] == 200
-    assert sent[1:] == [END]
+    missed = {
+        "type": "http.response.body",
+        "body": sse.event(NOTE.encode(), f"{log.stream_id}:1"),
+        "more_body": True,
+    }
+    assert sent[1:] == [missed, END]  # what it has, then the end: the stream itself has not ended
 
 
 async def test_a_resumed_stream_ends_when_the_worker_shuts_down(runtime: Runtime) -> None:
@@ -71,7 +83,12 @@ async def test_a_resumed_stream_ends_when_the_worker_shuts_down(runtime: Runtime
     runtime.shutting_down = True
     sent = await resume(runtime, log, asyncio.Event())
     assert sent[0]["status"] == 200
-    assert sent[1:] == [END]
+    missed = {
+        "type": "http.response.body",
+        "body": sse.event(NOTE.encode(), f"{log.stream_id}:1"),
+        "more_body": True,
+    }
+    assert sent[1:] == [missed, END]  # what it has, then the end: the stream itself has not ended
 
 
 async def test_a_resumed_stream_replays_what_was_missed_until_its_end(runtime: Runtime) -> None:
@@ -86,9 +103,12 @@ async def test_a_resumed_stream_replays_what_was_missed_until_its_end(runtime: R
 
 async def test_a_stream_the_store_knows_nothing_of_is_given_up_after_the_grace(runtime: Runtime) -> None:
     unknown = EventLog(runtime, SESSION, LATEST_VERSION)  # never primed: no row of it is stored
-    sent = await resume(runtime, unknown, asyncio.Event())
-    assert sent[0]["status"] == 200
-    assert sent[1:] == [END]
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    with pytest.raises(HTTPProblem) as refused:
+        await resume(runtime, unknown, asyncio.Event())
+    assert refused.value.status == 400
+    assert loop.time() - began >= UNKNOWN_GRACE  # its first rows might have been on their way
 
 
 async def test_a_known_stream_is_followed_past_the_grace_and_each_event_sent_once(runtime: Runtime) -> None:
@@ -98,8 +118,9 @@ async def test_a_known_stream_is_followed_past_the_grace_and_each_event_sent_onc
     changed = asyncio.Event()
 
     async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-        changed.set()
+        if message != RESUMED:
+            sent.append(message)
+            changed.set()
 
     async def until(count: int) -> None:
         async with asyncio.timeout(20):
