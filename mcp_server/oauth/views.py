@@ -26,6 +26,9 @@ MAX_REGISTRATION_BYTES = 16 * 1024
 """A client registration's metadata larger than this is refused (real clients send under 2 KB)."""
 
 
+GRANTS = {"authorization_code", "refresh_token"}
+
+
 def _error(error: str, description: str, status: int = 400) -> JsonResponse:
     return JsonResponse({"error": error, "error_description": description}, status=status)
 
@@ -73,6 +76,11 @@ class RegistrationView(DynamicClientRegistrationView):  # type: ignore[misc]
             problem = redirect_problem(uri)
             if problem:
                 return _error("invalid_redirect_uri", problem)
+        grants = data.get("grant_types", ["authorization_code"])
+        if not isinstance(grants, list) or "authorization_code" not in grants or not set(grants) <= GRANTS:
+            return _error(
+                "invalid_client_metadata", "grant_types may be authorization_code and refresh_token"
+            )
         name = data.get("client_name", "")
         if not isinstance(name, str) or len(name) > 255:
             return _error("invalid_client_metadata", "client_name must be a string of at most 255 characters")
@@ -110,6 +118,10 @@ class ConsentView(AuthorizationView):  # type: ignore[misc]
         except OAuthToolkitError:
             shown: HttpResponse = super().get(request, *args, **kwargs)  # renders it, never redirects
             return shown
+        if (
+            credentials.get("code_challenge_method", "plain") != "S256"
+        ):  # DOT refuses plain only after consent
+            return self._refuse(credentials, "invalid_request", "code_challenge_method must be S256")
         resources = request.GET.getlist("resource")
         if not resources:
             known = site_resources(request)

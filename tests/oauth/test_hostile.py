@@ -1,0 +1,358 @@
+"""Bad input to the site's authorization server: each gets the RFC's error code, never a 500, and never a
+redirect to a URI the client did not register."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+import pytest
+
+from tests.live import LiveServer
+from tests.oauth.helpers import Browser, manage, pkce, redirect_params, start_oauth_server
+from tests.raw import initialize
+
+REDIRECT = "http://127.0.0.1:9999/cb"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    server = start_oauth_server(tmp_path_factory.mktemp("oauth-hostile"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def http(site: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=site.base, timeout=30) as client:
+        yield client
+
+
+@pytest.fixture
+async def browser(site: LiveServer) -> AsyncIterator[Browser]:
+    person = Browser.open(site)
+    await person.login()
+    yield person
+    await person.close()
+
+
+async def register(http: httpx.AsyncClient, **metadata: Any) -> httpx.Response:
+    body = {"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none", **metadata}
+    return await http.post("/oauth/register/", json=body)
+
+
+async def client_id(http: httpx.AsyncClient, **metadata: Any) -> str:
+    done = await register(http, **metadata)
+    assert done.status_code == 201, done.text
+    return str(done.json()["client_id"])
+
+
+def authorize_url(site: LiveServer, cid: str, **params: str) -> str:
+    _verifier, challenge = pkce()
+    query = {
+        "response_type": "code",
+        "client_id": cid,
+        "redirect_uri": REDIRECT,
+        "state": "s-123",
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+        "resource": site.url,
+        "scope": "mcp",
+    }
+    query.update(params)
+    return "/oauth/authorize/?" + urlencode({k: v for k, v in query.items() if v != "-"})
+
+
+async def get_code(site: LiveServer, browser: Browser, cid: str, **params: str) -> tuple[str, str]:
+    verifier, challenge = pkce()
+    url = authorize_url(site, cid, code_challenge=challenge, **params)
+    answer = await browser.authorize(url)
+    assert answer["state"] == "s-123"
+    assert answer["iss"] == site.base
+    return answer["code"], verifier
+
+
+async def exchange(
+    http: httpx.AsyncClient, site: LiveServer, cid: str, code: str, verifier: str
+) -> httpx.Response:
+    data = {
+        "grant_type": "authorization_code",
+        "code": code,
+        "redirect_uri": REDIRECT,
+        "client_id": cid,
+        "code_verifier": verifier,
+        "resource": site.url,
+    }
+    return await http.post("/oauth/token/", data=data)
+
+
+# -- discovery ---------------------------------------------------------------------------------------------
+
+
+async def test_the_401_and_the_metadata_lead_to_the_site(site: LiveServer, http: httpx.AsyncClient) -> None:
+    refused = await initialize(http, site.url)
+    assert refused.status_code == 401
+    challenge = refused.headers["www-authenticate"]
+    prm_url = f"{site.base}/.well-known/oauth-protected-resource/mcp"
+    assert f'resource_metadata="{prm_url}"' in challenge
+    assert 'scope="mcp"' in challenge
+    prm = (await http.get(prm_url)).json()
+    assert prm["resource"] == site.url
+    assert prm["authorization_servers"] == [site.base]
+    metadata = (await http.get("/.well-known/oauth-authorization-server")).json()
+    assert metadata["issuer"] == site.base
+    assert metadata["code_challenge_methods_supported"] == ["S256"]
+    assert metadata["authorization_response_iss_parameter_supported"] is True
+    assert "none" in metadata["token_endpoint_auth_methods_supported"]
+    assert metadata["registration_endpoint"] == f"{site.base}/oauth/register/"
+    assert metadata["revocation_endpoint"] == f"{site.base}/oauth/revoke/"
+    assert metadata["scopes_supported"] == ["mcp"]
+    assert metadata["response_types_supported"] == ["code"]
+    assert set(metadata["grant_types_supported"]) == {"authorization_code", "refresh_token"}
+    assert "client_id_metadata_document_supported" not in metadata  # CIMD is not offered
+    assert "introspection_endpoint" not in metadata
+
+
+# -- registration ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "uris",
+    [
+        ["https://claude.ai/api/mcp/auth_callback"],
+        ["https://chatgpt.com/connector_platform_oauth_redirect"],
+        ["cursor://anysphere.cursor-mcp/oauth/callback"],
+        ["http://127.0.0.1:33418", "https://vscode.dev/redirect"],
+        ["http://localhost:6274/oauth/callback"],
+        ["http://[::1]:8080/cb"],
+    ],
+)
+async def test_real_clients_redirect_uris_register(http: httpx.AsyncClient, uris: list[str]) -> None:
+    done = await register(http, redirect_uris=uris, client_name="A client")
+    assert done.status_code == 201, done.text
+    assert done.json()["redirect_uris"] == uris
+
+
+@pytest.mark.parametrize(
+    ("metadata", "error"),
+    [
+        ({"redirect_uris": []}, "invalid_redirect_uri"),
+        ({"redirect_uris": None}, "invalid_redirect_uri"),
+        ({"redirect_uris": ["javascript:alert(1)"]}, "invalid_redirect_uri"),
+        ({"redirect_uris": ["data:text/html,<script>alert(1)</script>"]}, "invalid_redirect_uri"),
+        ({"redirect_uris": ["file:///etc/passwd"]}, "invalid_redirect_uri"),
+        ({"redirect_uris": ["http://evil.example/cb"]}, "invalid_redirect_uri"),
+        ({"redirect_uris": ["https://ok.example/cb#frag"]}, "invalid_redirect_uri"),
+        ({"redirect_uris": ["https:///nohost"]}, "invalid_redirect_uri"),
+        ({"redirect_uris": [42]}, "invalid_redirect_uri"),
+        ({"redirect_uris": [REDIRECT], "grant_types": ["password"]}, "invalid_client_metadata"),
+        ({"redirect_uris": [REDIRECT], "client_name": ["x"]}, "invalid_client_metadata"),
+    ],
+)
+async def test_bad_registrations_are_refused(
+    http: httpx.AsyncClient, metadata: dict[str, Any], error: str
+) -> None:
+    done = await http.post("/oauth/register/", json=metadata)
+    assert done.status_code == 400, done.text
+    assert done.json()["error"] == error
+    assert done.json()["error_description"]
+
+
+async def test_a_registration_without_redirect_uris_is_refused(http: httpx.AsyncClient) -> None:
+    done = await http.post("/oauth/register/", json={"client_name": "no redirects"})
+    assert done.status_code == 400
+    assert done.json()["error"] == "invalid_redirect_uri"
+
+
+async def test_a_megabyte_of_metadata_is_refused(http: httpx.AsyncClient) -> None:
+    body = json.dumps({"redirect_uris": [REDIRECT], "client_name": "x", "junk": "a" * 1_000_000})
+    done = await http.post("/oauth/register/", content=body, headers={"content-type": "application/json"})
+    assert done.status_code == 413
+    assert done.json()["error"] == "invalid_client_metadata"
+
+
+async def test_malformed_json_is_refused(http: httpx.AsyncClient) -> None:
+    for body in ["{", "[]", "\xff"]:
+        done = await http.post("/oauth/register/", content=body, headers={"content-type": "application/json"})
+        assert done.status_code == 400
+        assert done.json()["error"] == "invalid_client_metadata"
+
+
+# -- authorize ---------------------------------------------------------------------------------------------
+
+
+async def test_the_consent_page_names_the_client_the_host_and_the_server(
+    site: LiveServer, http: httpx.AsyncClient, browser: Browser
+) -> None:
+    cid = await client_id(http, client_name="Totally Real Client")
+    page = await browser.consent_page(authorize_url(site, cid))
+    assert page.status_code == 200
+    assert "Totally Real Client" in page.text
+    assert "127.0.0.1" in page.text
+    assert "a program on your own computer" in page.text  # loopback warning
+    assert "Django MCP demo: a library catalogue" in page.text  # the server's title
+    assert "Use everything you may use" in page.text
+    assert page.headers["x-frame-options"] == "DENY"
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    assert 'name="csrfmiddlewaretoken"' in page.text
+
+
+async def test_authorize_signs_the_person_in_first(site: LiveServer, http: httpx.AsyncClient) -> None:
+    cid = await client_id(http)
+    done = await http.get(authorize_url(site, cid))
+    assert done.status_code == 302
+    assert done.headers["location"].startswith("/accounts/login/?next=")
+
+
+async def test_an_unregistered_redirect_is_never_followed(
+    site: LiveServer, http: httpx.AsyncClient, browser: Browser
+) -> None:
+    cid = await client_id(http)
+    for uri in ["https://evil.example/cb", "http://127.0.0.1:9999/other", "javascript:alert(1)"]:
+        page = await browser.consent_page(authorize_url(site, cid, redirect_uri=uri))
+        assert page.status_code == 400, page.text
+        assert "location" not in page.headers
+    unknown = await browser.consent_page(authorize_url(site, "no-such-client"))
+    assert unknown.status_code in {400, 401}
+    assert "location" not in unknown.headers
+
+
+async def test_loopback_redirects_match_on_any_port(
+    site: LiveServer, http: httpx.AsyncClient, browser: Browser
+) -> None:
+    cid = await client_id(http)
+    page = await browser.consent_page(authorize_url(site, cid, redirect_uri="http://127.0.0.1:40000/cb"))
+    assert page.status_code == 200, page.text
+
+
+@pytest.mark.parametrize(
+    ("params", "error"),
+    [
+        ({"code_challenge": "-", "code_challenge_method": "-"}, "invalid_request"),
+        ({"code_challenge_method": "plain"}, "invalid_request"),
+        ({"resource": "https://elsewhere.example/mcp"}, "invalid_target"),
+        ({"resource": "not a url"}, "invalid_target"),
+        ({"resource": "-"}, "invalid_target"),  # the site has several endpoints: it must be named
+        ({"scope": "admin"}, "invalid_scope"),
+    ],
+)
+async def test_bad_authorize_requests_go_back_with_the_error(
+    site: LiveServer, http: httpx.AsyncClient, browser: Browser, params: dict[str, str], error: str
+) -> None:
+    cid = await client_id(http)
+    done = await browser.consent_page(authorize_url(site, cid, **params))
+    assert done.status_code == 302, done.text
+    assert done.headers["location"].startswith(REDIRECT + "?")
+    answer = redirect_params(done)
+    assert answer["error"] == error
+    assert answer["state"] == "s-123"
+
+
+async def test_deny_returns_access_denied_to_the_registered_redirect_only(
+    site: LiveServer, http: httpx.AsyncClient, browser: Browser
+) -> None:
+    cid = await client_id(http)
+    page = await browser.consent_page(authorize_url(site, cid))
+    denied = await browser.answer(page, allow=False)
+    assert denied.status_code == 302
+    assert denied.headers["location"].startswith(REDIRECT + "?")
+    answer = redirect_params(denied)
+    assert answer["error"] == "access_denied"
+    assert answer["state"] == "s-123"
+    assert answer["iss"] == site.base
+    for allow in (False, True):
+        tampered = await browser.answer(page, allow=allow, redirect_uri="https://evil.example/cb")
+        assert tampered.status_code == 400
+        assert "location" not in tampered.headers
+    other = await browser.answer(page, allow=True, resource=f"{site.base}/staff/mcp/../../evil")
+    assert other.status_code == 400
+    assert other.json()["error"] == "invalid_target"
+
+
+async def test_the_consent_form_needs_its_csrf_token(
+    site: LiveServer, http: httpx.AsyncClient, browser: Browser
+) -> None:
+    cid = await client_id(http)
+    page = await browser.consent_page(authorize_url(site, cid))
+    forged = await browser.answer(page, allow=True, csrfmiddlewaretoken="forged")
+    assert forged.status_code == 403
+
+
+# -- tokens ------------------------------------------------------------------------------------------------
+
+
+async def test_a_code_works_once_and_with_its_verifier_only(
+    site: LiveServer, http: httpx.AsyncClient, browser: Browser
+) -> None:
+    cid = await client_id(http)
+    code, verifier = await get_code(site, browser, cid)
+    wrong = await exchange(http, site, cid, code, verifier[::-1])
+    assert wrong.status_code == 400
+    assert wrong.json()["error"] == "invalid_grant"
+    code, verifier = await get_code(site, browser, cid)
+    first = await exchange(http, site, cid, code, verifier)
+    assert first.status_code == 200, first.text
+    token = first.json()
+    assert token["token_type"] == "Bearer"
+    assert token["expires_in"] <= 3600
+    again = await exchange(http, site, cid, code, verifier)
+    assert again.status_code == 400
+    assert again.json()["error"] == "invalid_grant"
+
+
+async def test_a_refresh_token_of_another_client_is_refused(
+    site: LiveServer, http: httpx.AsyncClient, browser: Browser
+) -> None:
+    mine, other = await client_id(http), await client_id(http)
+    code, verifier = await get_code(site, browser, mine)
+    token = (await exchange(http, site, mine, code, verifier)).json()
+    stolen = await http.post(
+        "/oauth/token/",
+        data={"grant_type": "refresh_token", "refresh_token": token["refresh_token"], "client_id": other},
+    )
+    assert stolen.status_code == 400
+    assert stolen.json()["error"] == "invalid_grant"
+
+
+async def test_tokens_are_stored_hashed_and_never_taken_from_the_query(
+    site: LiveServer, http: httpx.AsyncClient, browser: Browser
+) -> None:
+    cid = await client_id(http)
+    code, verifier = await get_code(site, browser, cid)
+    token = (await exchange(http, site, cid, code, verifier)).json()
+    stored = manage(
+        site,
+        "shell",
+        "-c",
+        "from oauth2_provider.models import AccessToken, RefreshToken;"
+        "print(list(AccessToken.objects.values_list('token', flat=True)) +"
+        " list(RefreshToken.objects.values_list('token', flat=True)))",
+    )
+    assert token["access_token"] not in stored
+    assert token["refresh_token"] not in stored
+    query = await initialize(http, f"{site.url}?access_token={token['access_token']}")
+    assert query.status_code == 401
+    header = await initialize(http, site.url, Authorization=f"Bearer {token['access_token']}")
+    assert header.status_code == 200
+
+
+async def test_a_token_without_audience_is_refused(site: LiveServer, http: httpx.AsyncClient) -> None:
+    plain = manage(
+        site,
+        "shell",
+        "-c",
+        "import secrets; from datetime import timedelta; from django.utils import timezone;"
+        "from django.contrib.auth import get_user_model;"
+        "from oauth2_provider.models import AccessToken, get_application_model, set_token_value;"
+        "app = get_application_model().objects.create(name='x', client_type='public',"
+        " authorization_grant_type='authorization-code', redirect_uris='http://127.0.0.1/cb');"
+        "t = AccessToken(user=get_user_model().objects.get(username='alice'), application=app, scope='mcp',"
+        " expires=timezone.now() + timedelta(hours=1)); raw = secrets.token_urlsafe(30);"
+        "set_token_value(t, raw); t.save(); print(raw)",
+    ).split()[-1]  # the shell prints its auto-imports first
+    refused = await initialize(http, site.url, Authorization=f"Bearer {plain}")
+    assert refused.status_code == 401
+    assert 'error="invalid_token"' in refused.headers["www-authenticate"]
