@@ -21,7 +21,14 @@ MANAGE = f"{shlex.quote(sys.executable)} {shlex.quote(str(settings.BASE_DIR / 'm
 work from any directory, with or without the virtualenv activated."""
 
 urlpatterns = [
-    path("", TemplateView.as_view(template_name="home.html", extra_context={"manage": MANAGE}), name="home"),
+    path(
+        "",
+        TemplateView.as_view(
+            template_name="home.html",
+            extra_context={"manage": MANAGE, "oauth": apps.is_installed("mcp_server.oauth")},
+        ),
+        name="home",
+    ),
     path("admin/", admin.site.urls),
     path("api/", include(api.urls)),  # the same viewset the MCP tools catalogue_books_* run
 ]
