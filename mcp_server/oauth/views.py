@@ -148,6 +148,16 @@ class ConsentView(AuthorizationView):  # type: ignore[misc]
         response: HttpResponse = self.error_response(failure, application)
         return response
 
+    def error_response(self, error: Any, application: Any, **kwargs: Any) -> HttpResponse:
+        """DOT's, with ``iss`` in an error sent back to the client too (RFC 9207 section 2)."""
+        response: HttpResponse = super().error_response(error, application, **kwargs)
+        location = response.get("Location")
+        if response.status_code == 302 and location and "iss=" not in urlsplit(location).query:
+            issuer = oauth2_settings.oauth2_authorization_server_issuer(self.request)
+            separator = "&" if "?" in location else "?"
+            response["Location"] = location + separator + urlencode({"iss": issuer})
+        return response
+
     def form_valid(self, form: Any) -> HttpResponse:
         data = form.cleaned_data
         application = get_application_model().objects.filter(client_id=data.get("client_id")).first()

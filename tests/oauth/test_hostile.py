@@ -249,6 +249,7 @@ async def test_bad_authorize_requests_go_back_with_the_error(
     answer = redirect_params(done)
     assert answer["error"] == error
     assert answer["state"] == "s-123"
+    assert answer["iss"] == site.base  # RFC 9207: in errors too
 
 
 async def test_deny_returns_access_denied_to_the_registered_redirect_only(
@@ -301,6 +302,15 @@ async def test_a_code_works_once_and_with_its_verifier_only(
     again = await exchange(http, site, cid, code, verifier)
     assert again.status_code == 400
     assert again.json()["error"] == "invalid_grant"
+    # The second use revoked what the first gave: the access token and the refresh token.
+    used = await initialize(http, site.url, Authorization=f"Bearer {token['access_token']}")
+    assert used.status_code == 401
+    refresh = await http.post(
+        "/oauth/token/",
+        data={"grant_type": "refresh_token", "refresh_token": token["refresh_token"], "client_id": cid},
+    )
+    assert refresh.status_code == 400
+    assert refresh.json()["error"] == "invalid_grant"
 
 
 async def test_a_refresh_token_of_another_client_is_refused(
