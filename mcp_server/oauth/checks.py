@@ -10,6 +10,8 @@
 - ``mcp_server.E062`` ``mcp_server.oauth.authentication.OAuthTokenAuthentication`` is not among
   ``AUTHENTICATION_CLASSES`` (or comes after ``TokenAuthentication``, which refuses every token it
   does not know).
+- ``mcp_server.E063`` ``OAUTH_THROTTLE`` is neither ``None`` nor a dict of ``"token"``/``"register"`` to
+  positive integers (requests per minute per address).
 """
 
 from __future__ import annotations
@@ -108,4 +110,24 @@ def check_oauth_server(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
                 id="mcp_server.E062",
             )
         )
+    messages += _check_throttle(mcp_settings.OAUTH_THROTTLE)
     return messages
+
+
+def _check_throttle(value: Any) -> list[CheckMessage]:
+    good = value is None or (
+        isinstance(value, dict)
+        and set(value) <= {"token", "register"}
+        and all(
+            v is None or (isinstance(v, int) and not isinstance(v, bool) and v > 0) for v in value.values()
+        )
+    )
+    if good:
+        return []
+    return [
+        Error(
+            "MCP_SERVER['OAUTH_THROTTLE'] must be None or a dict of 'token'/'register' to positive "
+            f"integers, not {value!r}.",
+            id="mcp_server.E063",
+        )
+    ]

@@ -22,7 +22,7 @@ urlpatterns: list[URLPattern] = [
         name="oauth-server-metadata",
     ),
     path("oauth/authorize/", views.ConsentView.as_view(), name="authorize"),
-    path("oauth/token/", dot.TokenView.as_view(), name="token"),
+    path("oauth/token/", views.ThrottledTokenView.as_view(), name="token"),
     path("oauth/revoke/", dot.RevokeTokenView.as_view(), name="revoke-token"),
     path("oauth/register/", views.RegistrationView.as_view(), name="dcr-register"),
     path(

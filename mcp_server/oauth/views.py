@@ -12,13 +12,14 @@ from django.views.decorators.clickjacking import xframe_options_deny
 from oauth2_provider.exceptions import OAuthToolkitError
 from oauth2_provider.models import get_application_model
 from oauth2_provider.settings import oauth2_settings
-from oauth2_provider.views import AuthorizationView, OAuthServerMetadataView
+from oauth2_provider.views import AuthorizationView, OAuthServerMetadataView, TokenView
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationView
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
 from .redirects import redirect_problem
 from .resources import canonical, endpoint_title, site_resources
 from .scopes import describe
+from .throttle import throttled
 
 __all__ = ["MAX_REGISTRATION_BYTES", "ConsentView", "RegistrationView", "ServerMetadataView"]
 
@@ -55,6 +56,9 @@ class RegistrationView(DynamicClientRegistrationView):  # type: ignore[misc]
     """RFC 7591 registration, open to anyone, with the redirect URIs checked first."""
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        refused = throttled(request, "register")
+        if refused is not None:
+            return refused
         try:
             length = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
@@ -84,6 +88,17 @@ class RegistrationView(DynamicClientRegistrationView):  # type: ignore[misc]
         name = data.get("client_name", "")
         if not isinstance(name, str) or len(name) > 255:
             return _error("invalid_client_metadata", "client_name must be a string of at most 255 characters")
+        response: HttpResponse = super().post(request, *args, **kwargs)
+        return response
+
+
+class ThrottledTokenView(TokenView):  # type: ignore[misc]
+    """DOT's token endpoint behind ``OAUTH_THROTTLE["token"]``."""
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        refused = throttled(request, "token")
+        if refused is not None:
+            return refused
         response: HttpResponse = super().post(request, *args, **kwargs)
         return response
 

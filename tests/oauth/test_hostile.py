@@ -20,7 +20,8 @@ REDIRECT = "http://127.0.0.1:9999/cb"
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    server = start_oauth_server(tmp_path_factory.mktemp("oauth-hostile"))
+    lenient = {"OAUTH_THROTTLE": {"token": 1000, "register": 1000}}  # these tests register many clients
+    server = start_oauth_server(tmp_path_factory.mktemp("oauth-hostile"), lenient)
     yield server
     server.stop()
 
@@ -366,3 +367,36 @@ async def test_a_token_without_audience_is_refused(site: LiveServer, http: httpx
     refused = await initialize(http, site.url, Authorization=f"Bearer {plain}")
     assert refused.status_code == 401
     assert 'error="invalid_token"' in refused.headers["www-authenticate"]
+
+
+async def test_a_flood_of_token_and_registration_requests_is_throttled(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    strict = start_oauth_server(
+        tmp_path_factory.mktemp("oauth-throttle"), {"OAUTH_THROTTLE": {"token": 5, "register": 3}}
+    )
+    try:
+        async with httpx.AsyncClient(base_url=strict.base, timeout=30) as http:
+            registered = [(await register(http)).status_code for _ in range(6)]
+            tokens = [
+                (
+                    await http.post(
+                        "/oauth/token/", data={"grant_type": "refresh_token", "refresh_token": "x"}
+                    )
+                ).status_code
+                for _ in range(12)
+            ]
+            last = await http.post(
+                "/oauth/token/", data={"grant_type": "refresh_token", "refresh_token": "x"}
+            )
+    finally:
+        strict.stop()
+    # A window may turn over during the flood: at most two windows' worth get through.
+    assert registered.count(201) <= 6
+    assert 429 in registered
+    assert set(tokens) <= {400, 401, 429}
+    assert 429 in tokens
+    assert tokens.count(429) >= 12 - 10
+    if last.status_code == 429:
+        assert last.json()["error"] == "slow_down"
+        assert int(last.headers["retry-after"]) >= 1

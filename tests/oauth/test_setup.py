@@ -60,6 +60,13 @@ def test_each_check_fires() -> None:
     ]
 
 
+@pytest.mark.parametrize("value", [{"token": 0}, {"token": "60"}, {"tokens": 60}, [60], {"register": True}])
+def test_a_bad_throttle_is_an_error(value: Any) -> None:
+    mcp = {"ALLOW_ANONYMOUS": False, "AUTHENTICATION_CLASSES": GOOD_CLASSES}
+    assert ids(MCP_SERVER={**mcp, "OAUTH_THROTTLE": value}) == ["mcp_server.E063"]
+    assert ids(MCP_SERVER={**mcp, "OAUTH_THROTTLE": None}) == []
+
+
 @pytest.mark.parametrize(
     "weak",
     [
