@@ -205,3 +205,37 @@ async def test_mcp_tokens_keep_working_beside_oauth(site: LiveServer) -> None:
     async with httpx.AsyncClient(timeout=30) as http:
         ok = await initialize(http, site.url, **bearer(token))
     assert ok.status_code == 200
+
+
+async def test_unused_registrations_are_pruned_and_used_ones_kept(
+    site: LiveServer, signed_in: SignIn
+) -> None:
+    from tests.oauth.helpers import manage
+
+    info = signed_in.storage.client_info
+    assert info is not None
+    async with httpx.AsyncClient(timeout=30) as http:
+        unused = await http.post(
+            f"{site.base}/oauth/register/",
+            json={"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"},
+        )
+    assert unused.status_code == 201
+    assert "Would delete 0" in manage(site, "mcp_oauth_prune", "--dry-run")  # younger than a day
+    assert "Deleted" in manage(site, "mcp_oauth_prune", "--hours", "0")
+    kept = manage(
+        site,
+        "shell",
+        "-c",
+        "from oauth2_provider.models import Application as A;"
+        "print(sorted(A.objects.values_list('client_id', flat=True)))",
+    )
+    assert info.client_id in kept
+    assert unused.json()["client_id"] not in kept
+
+
+async def test_the_demo_home_page_says_clients_sign_in(site: LiveServer) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        home = await http.get(site.base + "/")
+    assert home.status_code == 200
+    assert "sign in with OAuth" in home.text
+    assert "mcp_stdio --user &lt;username&gt;" in home.text

@@ -111,3 +111,18 @@ def test_the_demo_with_the_server_on_passes_manage_py_check(tmp_path: Any) -> No
 def test_redirect_uris(uri: str, ok: bool) -> None:
     with override_settings(OAUTH2_PROVIDER=SAFE_DEFAULTS):  # what the app config puts in place
         assert (redirect_problem(uri) is None) is ok
+
+
+def test_the_endpoints_are_read_off_the_routing() -> None:
+    from mcp_server import MCPServer, mcp
+    from mcp_server.oauth.resources import _walk
+    from mcp_server.routing import mcp_application
+
+    async def django_app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("not called")
+
+    other = MCPServer("other-for-walk", key="other-for-walk", title="Other")
+    one = mcp_application(django_app, servers={"only/mcp": mcp})
+    assert [path for path, _title in _walk(one)] == ["/only/mcp", "/only/mcp"]
+    two = mcp_application(django_app, servers={"mcp": mcp, "x/mcp": other})
+    assert dict(_walk(two))["/x/mcp"] == "Other"
