@@ -30,6 +30,8 @@ SAFE_DEFAULTS: dict[str, Any] = {
     "AUTHORIZATION_CODE_EXPIRE_SECONDS": 60,
     "ROTATE_REFRESH_TOKEN": True,
     "REFRESH_TOKEN_REUSE_PROTECTION": True,  # a replayed refresh token revokes its whole family
+    # No REFRESH_TOKEN_GRACE_PERIOD_SECONDS: in DOT 3.4.1 a replay within the grace window answers the
+    # earlier tokens by value, which hashed storage no longer has (it answered 500 when tried).
     "REQUEST_APPROVAL_PROMPT": "force",  # consent every time
     "DCR_ENABLED": True,
     "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
