@@ -400,3 +400,64 @@ async def test_a_flood_of_token_and_registration_requests_is_throttled(
     if last.status_code == 429:
         assert last.json()["error"] == "slow_down"
         assert int(last.headers["retry-after"]) >= 1
+
+
+@pytest.mark.parametrize(
+    ("data", "error"),
+    [
+        ({"grant_type": "password", "username": "alice", "password": "x"}, "invalid_grant"),  # RFC 9700 2.4
+        ({"grant_type": "client_credentials"}, "invalid_client"),  # a public client cannot authenticate
+        ({"grant_type": "implicit"}, "unsupported_grant_type"),
+        ({"grant_type": "nonsense"}, "unsupported_grant_type"),
+        ({"grant_type": "authorization_code", "code": "nope", "redirect_uri": REDIRECT}, "invalid_grant"),
+        ({"grant_type": "refresh_token", "refresh_token": "nope"}, "invalid_grant"),
+        ({}, "unsupported_grant_type"),
+    ],
+)
+async def test_bad_token_requests_get_the_rfc_error(
+    http: httpx.AsyncClient, data: dict[str, str], error: str
+) -> None:
+    cid = await client_id(http)
+    done = await http.post("/oauth/token/", data={**data, "client_id": cid})
+    assert done.status_code == (401 if error == "invalid_client" else 400), done.text
+    assert done.json()["error"] == error
+
+
+async def test_implicit_and_hybrid_response_types_are_refused(
+    site: LiveServer, http: httpx.AsyncClient, browser: Browser
+) -> None:
+    cid = await client_id(http)
+    for response_type in ["token", "code token", "id_token"]:
+        done = await browser.consent_page(authorize_url(site, cid, response_type=response_type))
+        assert done.status_code in {302, 400}, done.text
+        if done.status_code == 302:
+            assert done.headers["location"].startswith(REDIRECT)
+            # registered for "code" only: RFC 6749 4.1.2.1
+            assert redirect_params(done)["error"] in {"unauthorized_client", "unsupported_response_type"}
+
+
+async def test_a_deleted_users_token_stops(
+    site: LiveServer, http: httpx.AsyncClient, browser: Browser
+) -> None:
+    from tests.oauth.helpers import make_user
+
+    make_user(site, "temp")
+    temp = Browser.open(site)
+    await temp.login("temp")
+    cid = await client_id(http)
+    try:
+        code, verifier = await get_code(site, temp, cid)
+    finally:
+        await temp.close()
+    token = (await exchange(http, site, cid, code, verifier)).json()
+    assert (
+        await initialize(http, site.url, Authorization=f"Bearer {token['access_token']}")
+    ).status_code == 200
+    manage(
+        site,
+        "shell",
+        "-c",
+        "from django.contrib.auth import get_user_model as g; g().objects.filter(username='temp').delete()",
+    )
+    refused = await initialize(http, site.url, Authorization=f"Bearer {token['access_token']}")
+    assert refused.status_code == 401
