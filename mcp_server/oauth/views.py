@@ -13,7 +13,10 @@ from oauth2_provider.exceptions import OAuthToolkitError
 from oauth2_provider.models import get_application_model
 from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import AuthorizationView, OAuthServerMetadataView, TokenView
-from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationView
+from oauth2_provider.views.dynamic_client_registration import (
+    DynamicClientRegistrationManagementView,
+    DynamicClientRegistrationView,
+)
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
 from .redirects import redirect_problem
@@ -52,43 +55,55 @@ class ServerMetadataView(OAuthServerMetadataView):  # type: ignore[misc]
         return out
 
 
+def _metadata_problem(request: HttpRequest) -> JsonResponse | None:
+    """Why a registration's metadata is refused (size, JSON, redirect URIs, grants, name), or ``None``."""
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    if length > MAX_REGISTRATION_BYTES or len(request.body) > MAX_REGISTRATION_BYTES:
+        return _error("invalid_client_metadata", f"Client metadata over {MAX_REGISTRATION_BYTES} bytes", 413)
+    try:
+        data = json.loads(request.body)
+    except (ValueError, UnicodeDecodeError):
+        return _error("invalid_client_metadata", "Request body must be a JSON object")
+    if not isinstance(data, dict):
+        return _error("invalid_client_metadata", "Request body must be a JSON object")
+    uris = data.get("redirect_uris")
+    if not isinstance(uris, list) or not uris:
+        return _error("invalid_redirect_uri", "redirect_uris must be a non-empty array of URIs")
+    for uri in uris:
+        problem = redirect_problem(uri)
+        if problem:
+            return _error("invalid_redirect_uri", problem)
+    grants = data.get("grant_types", ["authorization_code"])
+    if not isinstance(grants, list) or "authorization_code" not in grants or not set(grants) <= GRANTS:
+        return _error("invalid_client_metadata", "grant_types may be authorization_code and refresh_token")
+    name = data.get("client_name", "")
+    if not isinstance(name, str) or len(name) > 255:
+        return _error("invalid_client_metadata", "client_name must be a string of at most 255 characters")
+    return None
+
+
 class RegistrationView(DynamicClientRegistrationView):  # type: ignore[misc]
-    """RFC 7591 registration, open to anyone, with the redirect URIs checked first."""
+    """RFC 7591 registration, open to anyone, with the metadata checked first (:func:`_metadata_problem`)."""
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        refused = throttled(request, "register")
+        refused = throttled(request, "register") or _metadata_problem(request)
         if refused is not None:
             return refused
-        try:
-            length = int(request.META.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            length = 0
-        if length > MAX_REGISTRATION_BYTES or len(request.body) > MAX_REGISTRATION_BYTES:
-            return _error(
-                "invalid_client_metadata", f"Client metadata over {MAX_REGISTRATION_BYTES} bytes", 413
-            )
-        try:
-            data = json.loads(request.body)
-        except (ValueError, UnicodeDecodeError):
-            return _error("invalid_client_metadata", "Request body must be a JSON object")
-        if not isinstance(data, dict):
-            return _error("invalid_client_metadata", "Request body must be a JSON object")
-        uris = data.get("redirect_uris")
-        if not isinstance(uris, list) or not uris:
-            return _error("invalid_redirect_uri", "redirect_uris must be a non-empty array of URIs")
-        for uri in uris:
-            problem = redirect_problem(uri)
-            if problem:
-                return _error("invalid_redirect_uri", problem)
-        grants = data.get("grant_types", ["authorization_code"])
-        if not isinstance(grants, list) or "authorization_code" not in grants or not set(grants) <= GRANTS:
-            return _error(
-                "invalid_client_metadata", "grant_types may be authorization_code and refresh_token"
-            )
-        name = data.get("client_name", "")
-        if not isinstance(name, str) or len(name) > 255:
-            return _error("invalid_client_metadata", "client_name must be a string of at most 255 characters")
         response: HttpResponse = super().post(request, *args, **kwargs)
+        return response
+
+
+class RegistrationManagementView(DynamicClientRegistrationManagementView):  # type: ignore[misc]
+    """RFC 7592 (read, update, delete with the registration token); an update is checked as a registration."""
+
+    def put(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        refused = _metadata_problem(request)
+        if refused is not None:
+            return refused
+        response: HttpResponse = super().put(request, *args, **kwargs)
         return response
 
 

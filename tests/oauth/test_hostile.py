@@ -461,3 +461,20 @@ async def test_a_deleted_users_token_stops(
     )
     refused = await initialize(http, site.url, Authorization=f"Bearer {token['access_token']}")
     assert refused.status_code == 401
+
+
+async def test_an_update_of_a_registration_is_checked_as_one(http: httpx.AsyncClient) -> None:
+    done = await register(http)
+    assert done.status_code == 201
+    registration = done.json()
+    url, token = registration["registration_client_uri"], registration["registration_access_token"]
+    body = {"redirect_uris": ["http://evil.example/cb"], "token_endpoint_auth_method": "none"}
+    refused = await http.put(url, json=body, headers={"Authorization": f"Bearer {token}"})
+    assert refused.status_code == 400
+    assert refused.json()["error"] == "invalid_redirect_uri"
+    good = {**body, "redirect_uris": ["https://ok.example/cb"], "client_id": registration["client_id"]}
+    updated = await http.put(url, json=good, headers={"Authorization": f"Bearer {token}"})
+    assert updated.status_code == 200, updated.text
+    assert updated.json()["redirect_uris"] == ["https://ok.example/cb"]
+    anonymous = await http.put(url, json=good)
+    assert anonymous.status_code == 401
