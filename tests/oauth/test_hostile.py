@@ -1,94 +1,18 @@
-"""Bad input to the site's authorization server: each gets the RFC's error code, never a 500, and never a
-redirect to a URI the client did not register."""
+"""Bad input to the site's authorization server (discovery, registration, authorize): each gets the RFC's
+error code, never a 500, and never a redirect to a URI the client did not register."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
-from urllib.parse import urlencode
 
 import httpx
 import pytest
 
 from tests.live import LiveServer
-from tests.oauth.helpers import Browser, manage, pkce, redirect_params, start_oauth_server
+from tests.oauth.helpers import Browser, redirect_params
+from tests.oauth.raw_oauth import REDIRECT, authorize_url, client_id, register
 from tests.raw import initialize
-
-REDIRECT = "http://127.0.0.1:9999/cb"
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    lenient = {"OAUTH_THROTTLE": {"token": 1000, "register": 1000}}  # these tests register many clients
-    server = start_oauth_server(tmp_path_factory.mktemp("oauth-hostile"), lenient)
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-async def http(site: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=site.base, timeout=30) as client:
-        yield client
-
-
-@pytest.fixture
-async def browser(site: LiveServer) -> AsyncIterator[Browser]:
-    person = Browser.open(site)
-    await person.login()
-    yield person
-    await person.close()
-
-
-async def register(http: httpx.AsyncClient, **metadata: Any) -> httpx.Response:
-    body = {"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none", **metadata}
-    return await http.post("/oauth/register/", json=body)
-
-
-async def client_id(http: httpx.AsyncClient, **metadata: Any) -> str:
-    done = await register(http, **metadata)
-    assert done.status_code == 201, done.text
-    return str(done.json()["client_id"])
-
-
-def authorize_url(site: LiveServer, cid: str, **params: str) -> str:
-    _verifier, challenge = pkce()
-    query = {
-        "response_type": "code",
-        "client_id": cid,
-        "redirect_uri": REDIRECT,
-        "state": "s-123",
-        "code_challenge": challenge,
-        "code_challenge_method": "S256",
-        "resource": site.url,
-        "scope": "mcp",
-    }
-    query.update(params)
-    return "/oauth/authorize/?" + urlencode({k: v for k, v in query.items() if v != "-"})
-
-
-async def get_code(site: LiveServer, browser: Browser, cid: str, **params: str) -> tuple[str, str]:
-    verifier, challenge = pkce()
-    url = authorize_url(site, cid, code_challenge=challenge, **params)
-    answer = await browser.authorize(url)
-    assert answer["state"] == "s-123"
-    assert answer["iss"] == site.base
-    return answer["code"], verifier
-
-
-async def exchange(
-    http: httpx.AsyncClient, site: LiveServer, cid: str, code: str, verifier: str
-) -> httpx.Response:
-    data = {
-        "grant_type": "authorization_code",
-        "code": code,
-        "redirect_uri": REDIRECT,
-        "client_id": cid,
-        "code_verifier": verifier,
-        "resource": site.url,
-    }
-    return await http.post("/oauth/token/", data=data)
-
 
 # -- discovery ---------------------------------------------------------------------------------------------
 
@@ -283,146 +207,6 @@ async def test_the_consent_form_needs_its_csrf_token(
     assert forged.status_code == 403
 
 
-# -- tokens ------------------------------------------------------------------------------------------------
-
-
-async def test_a_code_works_once_and_with_its_verifier_only(
-    site: LiveServer, http: httpx.AsyncClient, browser: Browser
-) -> None:
-    cid = await client_id(http)
-    code, verifier = await get_code(site, browser, cid)
-    wrong = await exchange(http, site, cid, code, verifier[::-1])
-    assert wrong.status_code == 400
-    assert wrong.json()["error"] == "invalid_grant"
-    code, verifier = await get_code(site, browser, cid)
-    first = await exchange(http, site, cid, code, verifier)
-    assert first.status_code == 200, first.text
-    token = first.json()
-    assert token["token_type"] == "Bearer"
-    assert token["expires_in"] <= 3600
-    again = await exchange(http, site, cid, code, verifier)
-    assert again.status_code == 400
-    assert again.json()["error"] == "invalid_grant"
-    # The second use revoked what the first gave: the access token and the refresh token.
-    used = await initialize(http, site.url, Authorization=f"Bearer {token['access_token']}")
-    assert used.status_code == 401
-    refresh = await http.post(
-        "/oauth/token/",
-        data={"grant_type": "refresh_token", "refresh_token": token["refresh_token"], "client_id": cid},
-    )
-    assert refresh.status_code == 400
-    assert refresh.json()["error"] == "invalid_grant"
-
-
-async def test_a_refresh_token_of_another_client_is_refused(
-    site: LiveServer, http: httpx.AsyncClient, browser: Browser
-) -> None:
-    mine, other = await client_id(http), await client_id(http)
-    code, verifier = await get_code(site, browser, mine)
-    token = (await exchange(http, site, mine, code, verifier)).json()
-    stolen = await http.post(
-        "/oauth/token/",
-        data={"grant_type": "refresh_token", "refresh_token": token["refresh_token"], "client_id": other},
-    )
-    assert stolen.status_code == 400
-    assert stolen.json()["error"] == "invalid_grant"
-
-
-async def test_tokens_are_stored_hashed_and_never_taken_from_the_query(
-    site: LiveServer, http: httpx.AsyncClient, browser: Browser
-) -> None:
-    cid = await client_id(http)
-    code, verifier = await get_code(site, browser, cid)
-    token = (await exchange(http, site, cid, code, verifier)).json()
-    stored = manage(
-        site,
-        "shell",
-        "-c",
-        "from oauth2_provider.models import AccessToken, RefreshToken;"
-        "print(list(AccessToken.objects.values_list('token', flat=True)) +"
-        " list(RefreshToken.objects.values_list('token', flat=True)))",
-    )
-    assert token["access_token"] not in stored
-    assert token["refresh_token"] not in stored
-    query = await initialize(http, f"{site.url}?access_token={token['access_token']}")
-    assert query.status_code == 401
-    header = await initialize(http, site.url, Authorization=f"Bearer {token['access_token']}")
-    assert header.status_code == 200
-
-
-async def test_a_token_without_audience_is_refused(site: LiveServer, http: httpx.AsyncClient) -> None:
-    plain = manage(
-        site,
-        "shell",
-        "-c",
-        "import secrets; from datetime import timedelta; from django.utils import timezone;"
-        "from django.contrib.auth import get_user_model;"
-        "from oauth2_provider.models import AccessToken, get_application_model, set_token_value;"
-        "app = get_application_model().objects.create(name='x', client_type='public',"
-        " authorization_grant_type='authorization-code', redirect_uris='http://127.0.0.1/cb');"
-        "t = AccessToken(user=get_user_model().objects.get(username='alice'), application=app, scope='mcp',"
-        " expires=timezone.now() + timedelta(hours=1)); raw = secrets.token_urlsafe(30);"
-        "set_token_value(t, raw); t.save(); print(raw)",
-    ).split()[-1]  # the shell prints its auto-imports first
-    refused = await initialize(http, site.url, Authorization=f"Bearer {plain}")
-    assert refused.status_code == 401
-    assert 'error="invalid_token"' in refused.headers["www-authenticate"]
-
-
-async def test_a_flood_of_token_and_registration_requests_is_throttled(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> None:
-    strict = start_oauth_server(
-        tmp_path_factory.mktemp("oauth-throttle"), {"OAUTH_THROTTLE": {"token": 5, "register": 3}}
-    )
-    try:
-        async with httpx.AsyncClient(base_url=strict.base, timeout=30) as http:
-            registered = [(await register(http)).status_code for _ in range(6)]
-            tokens = [
-                (
-                    await http.post(
-                        "/oauth/token/", data={"grant_type": "refresh_token", "refresh_token": "x"}
-                    )
-                ).status_code
-                for _ in range(12)
-            ]
-            last = await http.post(
-                "/oauth/token/", data={"grant_type": "refresh_token", "refresh_token": "x"}
-            )
-    finally:
-        strict.stop()
-    # A window may turn over during the flood: at most two windows' worth get through.
-    assert registered.count(201) <= 6
-    assert 429 in registered
-    assert set(tokens) <= {400, 401, 429}
-    assert 429 in tokens
-    assert tokens.count(429) >= 12 - 10
-    if last.status_code == 429:
-        assert last.json()["error"] == "slow_down"
-        assert int(last.headers["retry-after"]) >= 1
-
-
-@pytest.mark.parametrize(
-    ("data", "error"),
-    [
-        ({"grant_type": "password", "username": "alice", "password": "x"}, "invalid_grant"),  # RFC 9700 2.4
-        ({"grant_type": "client_credentials"}, "invalid_client"),  # a public client cannot authenticate
-        ({"grant_type": "implicit"}, "unsupported_grant_type"),
-        ({"grant_type": "nonsense"}, "unsupported_grant_type"),
-        ({"grant_type": "authorization_code", "code": "nope", "redirect_uri": REDIRECT}, "invalid_grant"),
-        ({"grant_type": "refresh_token", "refresh_token": "nope"}, "invalid_grant"),
-        ({}, "unsupported_grant_type"),
-    ],
-)
-async def test_bad_token_requests_get_the_rfc_error(
-    http: httpx.AsyncClient, data: dict[str, str], error: str
-) -> None:
-    cid = await client_id(http)
-    done = await http.post("/oauth/token/", data={**data, "client_id": cid})
-    assert done.status_code == (401 if error == "invalid_client" else 400), done.text
-    assert done.json()["error"] == error
-
-
 async def test_implicit_and_hybrid_response_types_are_refused(
     site: LiveServer, http: httpx.AsyncClient, browser: Browser
 ) -> None:
@@ -434,33 +218,6 @@ async def test_implicit_and_hybrid_response_types_are_refused(
             assert done.headers["location"].startswith(REDIRECT)
             # registered for "code" only: RFC 6749 4.1.2.1
             assert redirect_params(done)["error"] in {"unauthorized_client", "unsupported_response_type"}
-
-
-async def test_a_deleted_users_token_stops(
-    site: LiveServer, http: httpx.AsyncClient, browser: Browser
-) -> None:
-    from tests.oauth.helpers import make_user
-
-    make_user(site, "temp")
-    temp = Browser.open(site)
-    await temp.login("temp")
-    cid = await client_id(http)
-    try:
-        code, verifier = await get_code(site, temp, cid)
-    finally:
-        await temp.close()
-    token = (await exchange(http, site, cid, code, verifier)).json()
-    assert (
-        await initialize(http, site.url, Authorization=f"Bearer {token['access_token']}")
-    ).status_code == 200
-    manage(
-        site,
-        "shell",
-        "-c",
-        "from django.contrib.auth import get_user_model as g; g().objects.filter(username='temp').delete()",
-    )
-    refused = await initialize(http, site.url, Authorization=f"Bearer {token['access_token']}")
-    assert refused.status_code == 401
 
 
 async def test_an_update_of_a_registration_is_checked_as_one(http: httpx.AsyncClient) -> None:
