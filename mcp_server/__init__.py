@@ -30,11 +30,13 @@ __all__ = [
     "expose_viewset",
     "mcp",
     "notify_resource_updated",
+    "write_transaction",
 ]
 
 if TYPE_CHECKING:
     from .core.context import Context
     from .core.rounds import InputRequest
+    from .core.writes import write_transaction
     from .forms_as_tools import expose_form
     from .models_as_tools import expose_model
     from .registry.results import Audio, Image
@@ -62,6 +64,7 @@ _LAZY = {
     "expose_model": "mcp_server.models_as_tools",
     "expose_viewset": "mcp_server.viewsets",
     "notify_resource_updated": "mcp_server.updates",
+    "write_transaction": "mcp_server.core.writes",
 }
 
 

@@ -21,6 +21,10 @@ class MCPServerConfig(AppConfig):
 
         autodiscover_modules("mcp")
 
+        from .auth.revocation import connect_signals
+
+        connect_signals()  # a revoked token or deactivated user ends its open streams at once
+
         from .runtime import Runtime
 
         self.runtime = Runtime(freeze_gc=True)

@@ -77,6 +77,15 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         value = getattr(conf, key)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             messages.append(Error(f"MCP_SERVER[{key!r}] must be a positive integer.", id="mcp_server.E006"))
+    recheck = conf.STREAM_RECHECK_INTERVAL
+    if not isinstance(recheck, int | float) or isinstance(recheck, bool) or not 0 < recheck < float("inf"):
+        messages.append(
+            Error(
+                "MCP_SERVER['STREAM_RECHECK_INTERVAL'] must be a positive number of seconds.",
+                hint="Open streams check their credential this often (default 30).",
+                id="mcp_server.E040",
+            )
+        )
     if not settings.DEBUG and "*" in conf.ALLOWED_ORIGINS:
         messages.append(
             Warning(

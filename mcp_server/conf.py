@@ -64,6 +64,7 @@ DEFAULTS: dict[str, Any] = {
     "EVENT_STORE_CACHE_ALIAS": "default",
     "EVENT_RETENTION": 600.0,
     "MAX_STREAM_EVENTS": 1000,
+    "STREAM_RECHECK_INTERVAL": 30.0,
 }
 """Every key ``MCP_SERVER`` understands, with its default. The README's settings table mirrors this."""
 
@@ -128,6 +129,9 @@ class MCPSettings:
     """Seconds a stream's events are kept for replay."""
     MAX_STREAM_EVENTS: int
     """Events kept per stream (older notifications are trimmed; responses are kept)."""
+    STREAM_RECHECK_INTERVAL: float
+    """Seconds between two checks of a long-lived stream's credential (GET stream, ``subscriptions/listen``):
+    a stream whose credential no longer authenticates is ended."""
     unknown_keys: tuple[str, ...] = field(default=())
 
     @classmethod

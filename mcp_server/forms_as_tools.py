@@ -26,10 +26,11 @@ from typing import Annotated, Any, Literal
 from asgiref.sync import sync_to_async
 from django import forms
 from django.core.exceptions import ImproperlyConfigured
-from django.db import router, transaction
+from django.db import router
 from pydantic import Field
 
 from .core.context import Context
+from .core.writes import write_transaction
 from .models_as_tools import DEFAULT_PERMISSION, _make_handler, _python_type
 from .models_as_writes import claim_answer
 from .registry.entries import Permission
@@ -153,7 +154,7 @@ def expose_form(
         form = form_class(data=arguments)
         if is_model_form:
             alias = router.db_for_write(model)
-            with transaction.atomic(using=alias):
+            with write_transaction(alias):
                 if not form.is_valid():
                     raise ToolError(form_errors_message(form))
                 result = handler(form, ctx) if handler is not None else saved(form.save())  # type: ignore[attr-defined]

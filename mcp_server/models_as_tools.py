@@ -36,7 +36,7 @@ from django.db import models
 from pydantic import BaseModel, Field, create_model
 
 from .core.context import Context
-from .models_as_writes import WRITE_OPERATIONS, register_writes
+from .models_as_writes import WRITE_OPERATIONS, RelatedSource, register_writes
 from .registry.entries import Permission
 from .registry.server import MCPServer
 from .wire.errors import ToolError
@@ -162,6 +162,7 @@ def expose_model(
     page_size: int = 50,
     writes: bool | Sequence[str] = False,
     write_permissions: Mapping[str, Permission] | None = None,
+    related_querysets: Mapping[str, RelatedSource] | None = None,
 ) -> tuple[str, ...]:
     """Register ``<name>_list`` and ``<name>_get`` on ``server``; returns their names.
 
@@ -174,9 +175,11 @@ def expose_model(
     ``permission``: default ``app_label.view_<model>``; ``None`` opens the tools to everyone.
     ``writes``: ``True`` for ``<name>_create``, ``<name>_update`` and ``<name>_delete``, or a list of some of
     ``"create", "update", "delete"``; they set only the exposed fields on the model itself (``author`` takes
-    the author's key; ``author__name`` is read-only), update and delete reach only the rows of ``queryset``.
-    ``write_permissions``: per operation, overrides the default ``app_label.add_/change_/delete_<model>``
-    (``None`` opens that tool to everyone).
+    the author's key; ``author__name`` is read-only), update and delete reach only the rows of ``queryset``,
+    and a create or update whose row would fall outside it is refused. ``write_permissions``: per operation,
+    overrides the default ``app_label.add_/change_/delete_<model>`` (``None`` opens that tool to everyone).
+    ``related_querysets``: per writable foreign key, the rows it may point at (a queryset, or a callable
+    taking the ``Context``), on top of the model field's ``limit_choices_to``.
     """
     opts = model._meta
     label = name or str(opts.model_name)
@@ -278,26 +281,58 @@ def expose_model(
         permission=permission,
     )(_make_handler(get_row, get_name, get_params, Item))
     if not writes:
+        if related_querysets:
+            raise ImproperlyConfigured(f"expose_model({model.__name__}): related_querysets needs writes=")
         return list_name, get_name
-    operations = WRITE_OPERATIONS if writes is True else tuple(writes)
+    written = _register_write_tools(
+        server,
+        model,
+        label=label,
+        fields=fields,
+        writes=writes,
+        write_permissions=write_permissions,
+        key=(key_name, key_type),
+        rows=lambda ctx: _base_queryset(model, queryset, ctx),
+        item=Item,
+        related=related_querysets,
+    )
+    return (list_name, get_name, *written)
+
+
+def _register_write_tools(
+    server: MCPServer,
+    model: type[models.Model],
+    *,
+    label: str,
+    fields: Sequence[str],
+    writes: bool | Sequence[str],
+    write_permissions: Mapping[str, Permission] | None,
+    key: tuple[str, Any],
+    rows: Callable[[Context], models.QuerySet[Any]],
+    item: Any,
+    related: Mapping[str, RelatedSource] | None,
+) -> list[str]:
+    """``expose_model``'s write tools: the operations ``writes`` names, with their default permissions."""
+    opts = model._meta
+    operations = WRITE_OPERATIONS if isinstance(writes, bool) else tuple(writes)
     defaults = {"create": "add", "update": "change", "delete": "delete"}
     permissions: dict[str, Permission] = {
         operation: f"{opts.app_label}.{defaults[operation]}_{opts.model_name}"
         for operation in WRITE_OPERATIONS
     }
     permissions.update(write_permissions or {})
-    written = register_writes(
+    return register_writes(
         server,
         model,
         label=label,
         fields=fields,
         operations=operations,
         permissions=permissions,
-        key_name=key_name,
-        key_type=key_type,
-        rows=lambda ctx: _base_queryset(model, queryset, ctx),
-        item=Item,
+        key_name=key[0],
+        key_type=key[1],
+        rows=rows,
+        item=item,
         python_type=_python_type,
         make_handler=_make_handler,
+        related=related,
     )
-    return (list_name, get_name, *written)

@@ -15,6 +15,7 @@ import gc
 import logging
 import os
 import socket
+import threading
 import uuid
 import weakref
 from typing import Any, Protocol
@@ -23,7 +24,7 @@ from channels.layers import get_channel_layer
 
 from .conf import mcp_settings
 from .core.records import LedgerRecord, request_key
-from .core.stores import bounded
+from .core.stores import bounded, store_timeout
 from .ledger import Ledger, get_ledger
 from .ledger.event_writer import EventWriter
 from .ledger.events import EventStore, get_event_store
@@ -31,6 +32,7 @@ from .ledger.stream_hub import StreamHub
 from .ledger.tasks import DatabaseTaskStore
 from .ledger.upkeep import Holding, Upkeep
 from .ledger.writer import LedgerWriter
+from .protocol.credentials import CredentialWatches
 from .protocol.listen import ListenerTable
 from .protocol.outbound import OutboundTable
 from .protocol.settlement import ABORTED, RequestTable, aborted_response
@@ -44,6 +46,7 @@ from .wire.messages import (
     CancelRequest,
     CancelSettled,
     ClientAnswer,
+    CredentialChanged,
     EndSession,
     ListenEvent,
     SessionChanged,
@@ -140,10 +143,14 @@ class Runtime:
         self.tasks.status_listeners.append(self._task_status)
         self.resumed = StreamHub(lambda: self.layer, lambda: self.channel)
         """The resumed streams (``GET`` with ``Last-Event-ID``) this process holds."""
+        self.credentials = CredentialWatches()
+        """The credentials of the long-lived streams this process holds, checked again while they are open."""
         self.exchanges: weakref.WeakSet[Any] = weakref.WeakSet()
         """Exchanges whose response is open (graceful shutdown waits for them)."""
         self.shutting_down = False
         self.shutdown_hooked = False
+        self.exit_watchdog: threading.Timer | None = None
+        """Armed by a signal to stop (:func:`~mcp_server.transports.shutdown.arm_exit_watchdog`)."""
         """Whether the server's stop (Twisted trigger or signal handlers) starts :meth:`ashutdown`."""
         self._shutdown_task: asyncio.Task[int] | None = None
         self.freeze_gc = freeze_gc
@@ -328,6 +335,8 @@ class Runtime:
             self.listeners.deliver(message)
         elif isinstance(message, StreamWake):
             self.resumed.deliver(message)
+        elif isinstance(message, CredentialChanged):
+            self.credentials.poke(message.user_id)
 
     async def _task_status(self, message: TaskStatus) -> None:
         """A task's status changed (on any worker): ``notifications/tasks`` to the listen streams asking."""
@@ -406,8 +415,8 @@ class Runtime:
                     await asyncio.wait(waits)
         except TimeoutError:
             logger.warning("shutdown grace of %.1fs ran out with responses still open", grace)
-        await self.writer.aclose(grace=max(1.0, grace))
-        await self.events.aclose(grace=max(1.0, grace))
+        last = max(1.0, store_timeout())  # the last batches, together: the shutdown's bound (README, I11)
+        await asyncio.gather(self.writer.aclose(grace=last), self.events.aclose(grace=last))
         logger.info("shutdown: %d in-flight requests answered with -32000", closed)
         return closed
 

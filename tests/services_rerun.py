@@ -12,6 +12,7 @@ its test database as it does for SQLite.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -23,6 +24,17 @@ from tests import live
 
 ON_SERVICES = os.environ.get("MCP_RACES_ON_SERVICES") == "1"
 """Whether this process is such a child."""
+
+CHILD_TIMEOUT = 900.0
+"""Longest run of a child, in seconds."""
+
+HANG_DUMP = 300.0
+"""Seconds one test of a child may run before the child dumps its threads' stacks (pytest's faulthandler)."""
+
+
+def tail(path: Path, size: int = 20000) -> str:
+    """The last ``size`` characters of a child's output file."""
+    return path.read_text(errors="replace")[-size:]
 
 
 def expected_tests(namespace: Mapping[str, Any], rerun: Callable[..., Any], backends: int) -> int:
@@ -43,8 +55,20 @@ def expected_tests(namespace: Mapping[str, Any], rerun: Callable[..., Any], back
     return total
 
 
-def rerun_on_services(module_file: str, rerun: Callable[..., Any], tmp_path: Path, expected: int) -> None:
-    """Run the tests of ``module_file`` but ``rerun`` in a child on PostgreSQL and Redis; all must pass."""
+def rerun_on_services(
+    module_file: str,
+    rerun: Callable[..., Any],
+    tmp_path: Path,
+    expected: int,
+    *,
+    timeout: float = CHILD_TIMEOUT,
+) -> None:
+    """Run the tests of ``module_file`` but ``rerun`` in a child on PostgreSQL and Redis; all must pass.
+
+    The child's output streams to ``child-output.txt`` in ``tmp_path`` (``-v``: each test is named as it
+    starts; a test still running after :data:`HANG_DUMP` seconds dumps every thread's stack there). A child
+    still running after ``timeout`` seconds is killed, with its process group (its servers), and the failure
+    names that file and quotes its end."""
     assert not ON_SERVICES, "the child deselects this test"
     live.require_services()
     report = tmp_path / "child.xml"
@@ -57,20 +81,34 @@ def rerun_on_services(module_file: str, rerun: Callable[..., Any], tmp_path: Pat
             MCP_TEST_REDIS_PREFIX=prefix,
             MCP_RACES_ON_SERVICES="1",
             PYTHONPATH=str(live.ROOT),
+            PYTHONUNBUFFERED="1",
         )
-        child = subprocess.run(
-            [
-                *(sys.executable, "-m", "pytest", module, "-q", "-p", "no:cacheprovider"),
+        output_path = tmp_path / "child-output.txt"
+        with output_path.open("w") as output_file:  # streamed: a hung child leaves what it had printed
+            command = [
+                *(sys.executable, "-m", "pytest", module, "-v", "-p", "no:cacheprovider"),
+                *("-o", f"faulthandler_timeout={HANG_DUMP:g}"),
                 *(f"--junitxml={report}", f"--deselect={module}::{rerun.__name__}"),
-            ],
-            cwd=live.ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-    output = child.stdout[-20000:] + child.stderr[-5000:]
-    assert child.returncode == 0, output
+            ]
+            child = subprocess.Popen(
+                command,
+                cwd=live.ROOT,
+                env=env,
+                stdout=output_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            try:
+                returncode = child.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+                raise AssertionError(
+                    f"the child pytest did not finish within {timeout:g}s; its output (the test it "
+                    f"was running is its last line) is in {output_path}; it ends:\n{tail(output_path)}"
+                ) from None
+    output = tail(output_path)
+    assert returncode == 0, f"{output_path}:\n{output}"
     suite = ET.parse(report).getroot().find("testsuite")
     assert suite is not None, output
     counts = {key: int(suite.get(key, "0")) for key in ("tests", "failures", "errors", "skipped")}

@@ -36,6 +36,9 @@ if REDIS_URL and os.environ.get("MCP_TEST_REDIS_PREFIX"):
 # The test database on SQLite is a file, not Django's default shared-cache in-memory database: the ledger
 # writer has a connection (a thread) of its own, and shared-cache SQLite refuses a second connection's write
 # at once ("database table is locked") instead of waiting as a file database does with its busy timeout.
+# ``MCP_TEST_SQLITE_OPTIONS``: the SQLite ``OPTIONS`` of a live server (JSON; ``{}`` is Django's defaults).
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3" and "MCP_TEST_SQLITE_OPTIONS" in os.environ:
+    DATABASES["default"]["OPTIONS"] = json.loads(os.environ["MCP_TEST_SQLITE_OPTIONS"])
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {
         "NAME": os.path.join(tempfile.gettempdir(), f"mcp-test-{os.getpid()}.sqlite3"),

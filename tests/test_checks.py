@@ -140,6 +140,16 @@ def test_e010_silent_for_seconds(key: str, value: float) -> None:
     assert mcp_ids(MCP_SERVER=with_mcp(**{key: value})) == []
 
 
+@pytest.mark.parametrize("value", [0, -1, "30", True, None, float("inf"), float("nan")])
+def test_e040_stream_recheck_interval_must_be_positive_seconds(value: Any) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(STREAM_RECHECK_INTERVAL=value)) == ["mcp_server.E040"]
+
+
+@pytest.mark.parametrize("value", [0.5, 1, 30.0])
+def test_e040_silent_for_positive_seconds(value: float) -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(STREAM_RECHECK_INTERVAL=value)) == []
+
+
 def test_e011_a_ledger_backend_that_cannot_be_imported() -> None:
     assert mcp_ids(MCP_SERVER=with_mcp(LEDGER_BACKEND="no.such.Ledger")) == ["mcp_server.E011"]
 
@@ -584,3 +594,45 @@ def test_e021_stream_settings_out_of_range(setting: dict[str, Any]) -> None:
 )
 def test_stream_settings_in_range_are_fine(setting: dict[str, Any]) -> None:
     assert mcp_ids(MCP_SERVER=with_mcp(**setting)) == []
+
+
+# -- W036: SQLite options --------------------------------------------------------------------------------
+
+
+def sqlite(options: dict[str, Any] | None) -> dict[str, Any]:
+    database = {**settings.DATABASES["default"], "ENGINE": "django.db.backends.sqlite3"}
+    database.pop("OPTIONS", None)
+    if options is not None:
+        database["OPTIONS"] = options
+    return {"default": database}
+
+
+@pytest.mark.parametrize(
+    ("options", "problems"),
+    [
+        (None, 1),  # Django's defaults: deferred, 5 s
+        ({}, 1),
+        ({"transaction_mode": "DEFERRED", "timeout": 30}, 1),
+        ({"transaction_mode": "IMMEDIATE", "timeout": 1}, 1),
+        ({"timeout": 0.5}, 2),
+    ],
+)
+def test_w036_sqlite_without_immediate_transactions_or_a_lock_timeout(
+    options: dict[str, Any] | None, problems: int
+) -> None:
+    with override_settings(DATABASES=sqlite(options)):
+        messages = [m for m in run_checks() if m.id == "mcp_server.W036"]
+    assert len(messages) == problems
+    assert all("'transaction_mode': 'IMMEDIATE'" in str(m.hint) for m in messages)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"transaction_mode": "IMMEDIATE"},
+        {"transaction_mode": "exclusive", "timeout": 5},
+        {"transaction_mode": "IMMEDIATE", "timeout": 30, "init_command": "PRAGMA journal_mode=WAL;"},
+    ],
+)
+def test_w036_silent_with_the_readme_options(options: dict[str, Any]) -> None:
+    assert "mcp_server.W036" not in mcp_ids(DATABASES=sqlite(options))

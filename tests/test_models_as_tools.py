@@ -1,4 +1,5 @@
-"""``expose_model`` in process: where the rows come from (a queryset, or one built per call) and cursors."""
+"""``expose_model`` in process: where the rows come from (a queryset, or one built per call), cursors, and the
+bounds of the write tools (``queryset=``, ``related_querysets=``, a foreign key's ``limit_choices_to``)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ import json
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
 
 from mcp_server import MCPServer
+from mcp_server.core.context import Context, SessionState
 from mcp_server.models_as_tools import expose_model
 from project.catalogue.models import Author, Book
+from tests.testapp.models import PickyBook
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -133,3 +137,131 @@ async def test_deleting_a_protected_row_is_a_tool_error(shelf: dict[str, Book]) 
     assert refused["isError"] is True
     assert refused["content"][0]["text"] == "Cannot delete this author: other rows refer to it"
     assert await Author.objects.filter(name="Test Author of models_as_tools").aexists()
+
+
+OUTSIDE = "Refused: the book would fall outside the rows this tool reaches (nothing was written)"
+
+
+class RecordingClaim:
+    """An ``AnswerClaim`` that records its calls."""
+
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+
+    async def reserve(self, using: str | None) -> None:
+        self.calls.append("reserve")
+
+    def confirm(self, using: str) -> None:
+        self.calls.append("confirm")
+
+
+def claiming(server: MCPServer, calls: list[str]) -> Context:
+    ctx = Context(server, SessionState("s", "2025-11-25"), 1, "tools/call", {}, peer=None)
+    ctx.claim = RecordingClaim(calls)
+    return ctx
+
+
+async def test_a_write_whose_row_leaves_the_queryset_is_refused_and_rolled_back(
+    shelf: dict[str, Book],
+) -> None:
+    server = MCPServer("bounded-writes")
+    expose_model(
+        server,
+        Book,
+        fields=["isbn", "title", "author", "year"],
+        lookup="isbn",
+        queryset=Book.objects.filter(isbn__startswith="T-", year__lt=1990),
+        writes=["create", "update"],
+        permission=None,
+        write_permissions={"create": None, "update": None},
+    )
+    update, create = server.tools["book_update"], server.tools["book_create"]
+    claims: list[str] = []
+    moved = await update.call({"isbn": "T-1", "year": 1995, "title": "Moved"}, claiming(server, claims))
+    assert moved["isError"] is True
+    assert moved["content"][0]["text"] == OUTSIDE
+    assert "structuredContent" not in moved
+    assert claims == []  # refused before the answer is claimed
+    early = await Book.objects.aget(isbn="T-1")
+    assert (early.year, early.title) == (1961, "Early")  # rolled back
+    author = shelf["T-1"].author_id
+    made = await create.call({"isbn": "T-9", "title": "Too Late", "author": author, "year": 2001}, None)
+    assert made["content"][0]["text"] == OUTSIDE
+    assert not await Book.objects.filter(isbn="T-9").aexists()
+    kept = structured(await create.call({"isbn": "T-8", "title": "In", "author": author, "year": 1980}, None))
+    assert kept == {"isbn": "T-8", "title": "In", "author": author, "year": 1980}
+    assert (
+        structured(await update.call({"isbn": "T-2", "year": 1989}, claiming(server, claims)))["year"] == 1989
+    )
+    assert claims == ["reserve", "confirm"]
+
+
+async def test_related_querysets_limit_what_a_foreign_key_names(shelf: dict[str, Book]) -> None:
+    hidden = await Author.objects.acreate(name="Hidden author of models_as_tools")
+    visible = shelf["T-1"].author_id
+    server = MCPServer("related")
+
+    def caller(username: str) -> Context:  # a request's Context, as the stdio transport makes it
+        user = get_user_model()(username=username)
+        return Context(server, SessionState("s", "2025-11-25"), 1, "tools/call", {}, peer=None, user=user)
+
+    def authors(ctx: Context) -> Any:  # only "editor" sees the hidden author
+        everyone = Author.objects.all()
+        return everyone if ctx.user.get_username() == "editor" else everyone.exclude(pk=hidden.pk)
+
+    with pytest.raises(
+        ImproperlyConfigured, match=r"related_querysets\['title'\] is not a writable foreign key"
+    ):
+        expose_model(
+            MCPServer("a"), Book, fields=["isbn", "title"], writes=True, related_querysets={"title": authors}
+        )
+    with pytest.raises(ImproperlyConfigured, match="related_querysets needs writes="):
+        expose_model(MCPServer("b"), Book, fields=["isbn", "author"], related_querysets={"author": authors})
+    expose_model(
+        server,
+        Book,
+        fields=["isbn", "title", "author", "author__name"],
+        lookup="isbn",
+        queryset=Book.objects.filter(isbn__startswith="T-"),
+        writes=["update"],
+        permission=None,
+        write_permissions={"update": None},
+        related_querysets={"author": authors},
+    )
+    update = server.tools["book_update"]
+    refused = await update.call({"isbn": "T-1", "author": hidden.pk}, caller("reader"))
+    assert refused["isError"] is True
+    assert refused["content"][0]["text"] == (
+        f"Invalid book: author: author instance with id {hidden.pk} is not a valid choice."
+    )
+    assert (await Book.objects.aget(isbn="T-1")).author_id == visible
+    both = await update.call({"isbn": "T-1", "author": hidden.pk, "title": ""}, caller("reader"))
+    assert both["content"][0]["text"] == (  # with full_clean's own errors, in one message
+        "Invalid book: title: This field cannot be blank.; "
+        f"author: author instance with id {hidden.pk} is not a valid choice."
+    )
+    moved = structured(await update.call({"isbn": "T-1", "author": hidden.pk}, caller("editor")))
+    assert moved["author__name"] == "Hidden author of models_as_tools"
+
+
+async def test_a_foreign_keys_limit_choices_to_holds(shelf: dict[str, Book]) -> None:
+    picky = await Author.objects.acreate(name="Picky Author")
+    server = MCPServer("picky")
+    expose_model(
+        server,
+        PickyBook,
+        fields=["isbn", "title", "author", "year"],
+        lookup="isbn",
+        writes=["create"],
+        permission=None,
+        write_permissions={"create": None},
+    )
+    create = server.tools["pickybook_create"]
+    book = {"isbn": "T-7", "title": "Picky", "year": 2000}
+    other = shelf["T-1"].author_id  # "Test Author ...": not "Picky ..."
+    refused = await create.call({**book, "author": other}, None)
+    assert refused["content"][0]["text"] == (
+        f"Invalid picky book: author: author instance with id {other} is not a valid choice."
+    )
+    assert not await Book.objects.filter(isbn="T-7").aexists()
+    assert structured(await create.call({**book, "author": picky.pk}, None))["author"] == picky.pk

@@ -12,6 +12,7 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from .models import AccessToken
+from .revocation import announce
 
 __all__ = ["AccessTokenAdmin"]
 
@@ -68,5 +69,9 @@ class AccessTokenAdmin(TokenModelAdmin):
 
     @admin.action(description="Revoke selected tokens", permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[AccessToken]) -> None:
-        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        chosen = queryset.filter(revoked_at__isnull=True)
+        owners = list(chosen.values_list("user_id", "pk"))
+        count = chosen.update(revoked_at=timezone.now())
+        for user_id, pk in owners:  # a bulk update sends no signal: their open streams end at once too
+            announce(user_id, pk)
         self.message_user(request, f"Revoked {count} token(s).", messages.SUCCESS)

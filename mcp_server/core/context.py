@@ -189,7 +189,10 @@ class Context:
         Otherwise the request can no longer be cancelled, time out or be closed: the handler's result is its
         answer (sent if anyone can still receive it, recorded as answered). With the database ledger on the
         same database, the answered record is written in the transaction itself, so that even a worker killed
-        at the commit leaves the change and its record together or neither.
+        at the commit leaves the change and its record together or neither. It never waits for the ledger
+        writer (whose batch may need the locks the transaction holds). On SQLite, open the block with
+        :func:`mcp_server.write_transaction` (or set ``"transaction_mode": "IMMEDIATE"``): a deferred
+        transaction that reads first fails at once while another connection writes.
         """
         if self.claim is None:  # not served through the request table (a test calling a handler directly)
             return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Collection
 from datetime import datetime
 from functools import partial
@@ -12,6 +13,8 @@ from django.utils import timezone
 
 from ..core.records import DuplicateRequest, Ledger, LedgerRecord
 from ..core.states import State
+from ..core.writes import begin_write
+from .inflight import InFlight
 
 __all__ = ["DatabaseLedger"]
 
@@ -193,6 +196,31 @@ class DatabaseLedger(Ledger):
                         record.pk = None
                         refused.append(record)
         return refused
+
+    def write_claimed(
+        self, inserts: list[LedgerRecord], keys: list[int], updates: list[LedgerRecord], flight: InFlight
+    ) -> tuple[list[LedgerRecord], set[int]]:
+        """:meth:`write_batch` in one transaction whose commit goes through ``flight``
+        (:mod:`~mcp_server.ledger.inflight`): the pending rows of the records a handler's claim took meanwhile
+        are deleted before the commit. Returns the refused inserts and the keys (``keys[i]`` for
+        ``inserts[i]``) of the records taken so."""
+        alias = router.db_for_write(self.model)
+        written = dict(zip(keys, inserts, strict=True))
+        # Left in reverse order: the commit, then ``flight`` (its lock held across the commit).
+        with (
+            contextlib.ExitStack() as stack,
+            begin_write(connections[alias]),
+            transaction.atomic(using=alias),
+        ):
+            refused = self.write_batch(inserts, updates)
+            yielded = stack.enter_context(flight.committing(written, partial(self._discard, alias)))
+        for key, record in written.items():
+            if key in yielded:
+                record.pk = None
+        return refused, yielded
+
+    def _discard(self, alias: str, pks: list[object]) -> None:
+        self.model.objects.using(alias).filter(pk__in=pks, state=State.PENDING).delete()
 
     def joins(self, using: str) -> bool:
         return using == router.db_for_write(self.model)

@@ -41,6 +41,7 @@ from ..core.records import DuplicateRequest, Ledger, LedgerRecord, make_storable
 from ..core.states import State
 from ..core.stores import StoreUnavailable, is_unavailable, store_timeout
 from .batching import BatchLoop
+from .inflight import InFlight
 
 __all__ = ["MAX_ATTEMPTS", "LedgerWriter"]
 
@@ -79,9 +80,14 @@ class LedgerWriter(BatchLoop):
         self._flushing: dict[int, LedgerRecord] = {}
         self._in_doubt: dict[int, LedgerRecord] = {}
         self._attempts: dict[int, int] = {}
-        self._adopted: dict[int, tuple[LedgerRecord, bool]] = {}
+        self._adopted: dict[int, tuple[LedgerRecord, bool | None]] = {}
         """Records a handler's transaction stores as answered (``claim_answer``): record, and whether the
-        transaction inserts it (its pending row was still queued) rather than updating its row."""
+        transaction inserts it (its pending row was still queued) rather than updating its row (``None``:
+        its pending row was in the batch being written: decided in the handler's thread, see
+        :class:`~mcp_server.ledger.inflight.InFlight`)."""
+        self._flight = InFlight()
+        self._parked: dict[int, tuple[LedgerRecord, bool]] = {}
+        """Settled records claimed while their batch was in flight, until that batch is done."""
         self._committed: set[int] = set()
         self._lock = asyncio.Lock()
         self.dropped = 0
@@ -112,6 +118,7 @@ class LedgerWriter(BatchLoop):
             *self._flushing.values(),
             *self._in_doubt.values(),
             *(record for record, _insert in self._adopted.values()),
+            *(record for record, _committed in self._parked.values()),
         ]
         return {r.session_id for r in records if r.session_id is not None}
 
@@ -137,13 +144,14 @@ class LedgerWriter(BatchLoop):
         """On the event loop, before a handler's transaction on ``using`` stores ``record`` as answered
         (:meth:`answer_within`): whether it can, which it can when the ledger writes in that database. A
         record still queued is taken out of the queue (the transaction inserts it); one being written right
-        now is waited for (the transaction then updates its row)."""
+        now is never waited for (the handler's transaction may hold the lock that batch needs): the handler's
+        thread finds out whether it landed (:class:`~mcp_server.ledger.inflight.InFlight`)."""
         key = id(record)
         if not self.ledger.joins(using):
             return False
-        while key in self._writing:  # in the batch being written: wait until it has landed or failed
-            async with self._lock:
-                pass
+        if key in self._writing:
+            self._adopted[key] = (record, None)
+            return True
         if key in self._in_doubt:  # a write-through that outlived its wait: it is followed up behind
             return False
         if key in self._inserts:
@@ -160,6 +168,12 @@ class LedgerWriter(BatchLoop):
         key = id(record)
         _record, insert = self._adopted[key]
         transaction.on_commit(functools.partial(self._committed.add, key), using=using)
+        if insert is None:  # its batch was in flight: it landed, or the batch leaves it to this transaction
+            replica = dataclasses.replace(record, pk=None)
+            pk = self._flight.claim(key, replica)
+            if pk is None:
+                return self.ledger.record_answer(replica, using, insert=True)
+            return self.ledger.record_answer(dataclasses.replace(record, pk=pk), using, insert=False)
         return self.ledger.record_answer(record, using, insert=insert)
 
     async def settled(self, record: LedgerRecord) -> None:
@@ -169,7 +183,13 @@ class LedgerWriter(BatchLoop):
         if adopted is not None:
             committed = key in self._committed
             self._committed.discard(key)
-            if adopted[1] and not committed:  # its insert rolled back with the handler's transaction
+            if adopted[1] is None:  # claimed while its batch was in flight
+                if key in self._writing:
+                    self._parked[key] = (record, committed)  # settled once that batch is done
+                    return
+                if self._answered_within(record, committed):
+                    return
+            elif adopted[1] and not committed:  # its insert rolled back with the handler's transaction
                 record.pk = None
         if key in self._in_doubt:
             return  # its write outlived its wait: the settlement follows once that write lands
@@ -183,6 +203,26 @@ class LedgerWriter(BatchLoop):
         else:
             self._updates[key] = record
         self._wake()
+
+    def _answered_within(self, record: LedgerRecord, committed: bool) -> bool:
+        """A record claimed while its batch was in flight, settled, that batch done: whether its handler's
+        transaction committed the row that records it (nothing left to write)."""
+        key = id(record)
+        replica = self._flight.release(key)
+        if replica is None:  # its batch had landed: the handler's transaction updated that row
+            return False
+        self._inserts.pop(key, None)  # the batch left the row to the handler (or failed and queued it again)
+        record.pk = replica.pk if committed else None
+        return committed
+
+    async def _settle_parked(self) -> None:
+        parked = [record for key, (record, _c) in self._parked.items() if key not in self._writing]
+        for record in parked:
+            _record, committed = self._parked.pop(id(record))
+            self._adopted[id(record)] = (record, None)
+            if committed:
+                self._committed.add(id(record))
+            await self.settled(record)
 
     async def flush(self) -> None:
         """Write everything queued so far (the store's errors propagate; the records stay queued)."""
@@ -198,7 +238,10 @@ class LedgerWriter(BatchLoop):
             try:
                 await self._write_batch(inserts, updates)
             finally:
+                in_flight = {key for key, (_r, insert) in self._adopted.items() if insert is None}
+                self._flight.forget({id(r) for r in inserts}, keep=in_flight)  # (ids are reused)
                 self._writing, self._flushing = {}, {}
+                await self._settle_parked()
         if self._inserts or self._updates:
             self._wake()
 
@@ -207,7 +250,8 @@ class LedgerWriter(BatchLoop):
     async def _write_batch(self, inserts: list[LedgerRecord], updates: list[LedgerRecord]) -> None:
         snapshots = [dataclasses.replace(r) for r in inserts]
         try:
-            refused = await self._write(snapshots, [dataclasses.replace(r) for r in updates])
+            keys = [id(r) for r in inserts]
+            refused = await self._write(snapshots, [dataclasses.replace(r) for r in updates], keys)
         except Exception as exc:
             if is_unavailable(exc):
                 self._requeue(inserts, updates, exc)
@@ -250,7 +294,7 @@ class LedgerWriter(BatchLoop):
     async def _write_alone(self, record: LedgerRecord, is_insert: bool) -> None:
         if is_insert:
             snapshot = dataclasses.replace(record)
-            refused = await self._write([snapshot], [])
+            refused = await self._write([snapshot], [], [id(record)])
             await self._inserted([record], [snapshot], refused)
         else:
             await self._write([], [dataclasses.replace(record)])
@@ -302,11 +346,15 @@ class LedgerWriter(BatchLoop):
                 if self.on_refused is not None and record.state == State.PENDING:
                     await self.on_refused(record)
 
-    async def _write(self, inserts: list[LedgerRecord], updates: list[LedgerRecord]) -> list[LedgerRecord]:
+    async def _write(
+        self, inserts: list[LedgerRecord], updates: list[LedgerRecord], keys: list[int] | None = None
+    ) -> list[LedgerRecord]:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._write_sync, inserts, updates)
+        return await loop.run_in_executor(self._executor, self._write_sync, inserts, updates, keys)
 
-    def _write_sync(self, inserts: list[LedgerRecord], updates: list[LedgerRecord]) -> list[LedgerRecord]:
+    def _write_sync(
+        self, inserts: list[LedgerRecord], updates: list[LedgerRecord], keys: list[int] | None = None
+    ) -> list[LedgerRecord]:
         close_old_connections()  # this thread's connection: drop it if it broke or outlived CONN_MAX_AGE
         now = timezone.now()
         for record in inserts:  # a row written late (a store that was down) starts with a full lease
@@ -314,6 +362,10 @@ class LedgerWriter(BatchLoop):
                 record.lease_expires = max(
                     record.lease_expires, now + (record.lease_expires - record.created)
                 )
+        write_claimed = getattr(self.ledger, "write_claimed", None)
+        if keys is not None and write_claimed is not None:  # the batch a claim may take records from
+            refused: list[LedgerRecord] = write_claimed(inserts, keys, updates, self._flight)[0]
+            return refused
         return self.ledger.write_batch(inserts, updates)
 
     # -- writing through ---------------------------------------------------------------------------------

@@ -7,8 +7,13 @@ each tagged with the listen request's id (``_meta["io.modelcontextprotocol/subsc
 reach every worker as :class:`~mcp_server.wire.messages.ListenEvent` on
 :data:`~mcp_server.wire.messages.LISTEN_GROUP` (a worker is a member while it holds a listen stream), and
 each worker filters them per open stream. The request is like any other for the ledger: closing the
-stream cancels it; a graceful end (shutdown, the end of a stdio input) answers it with the ``complete``
-result tagged with the subscription id (:meth:`ListenerTable.finish`).
+stream cancels it; a graceful end (shutdown, the end of a stdio input, a credential that no longer
+authenticates) answers it with the ``complete`` result tagged with the subscription id
+(:meth:`ListenerTable.finish`).
+
+Resource subscriptions follow the permissions of ``resources/read``: a URI is honoured when it names a
+resource (or an instance of a template) the caller may read, or lies over one (a prefix); each update is
+delivered only for a URI the caller may read (:class:`ReadAccess`, checked at delivery).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.context import Context
 from ..core.stores import bounded
+from ..registry.access import ausable, usable_entries
 from ..wire.errors import INTERNAL_ERROR, JSONRPCError
 from ..wire.jsonrpc import RequestId, notification
 from ..wire.messages import LISTEN_GROUP, ListenEvent
@@ -31,6 +37,7 @@ from .settlement import PendingRequest
 from .tasks import visible_tasks
 
 if TYPE_CHECKING:
+    from ..registry.resources import Resource
     from ..registry.server import MCPServer
 
 __all__ = [
@@ -38,10 +45,12 @@ __all__ = [
     "LIST_CHANGED",
     "Listener",
     "ListenerTable",
+    "ReadAccess",
     "complete_result",
     "covers",
     "honored_filter",
     "listen",
+    "readable_subscriptions",
 ]
 
 logger = logging.getLogger("mcp_server.listen")
@@ -93,6 +102,56 @@ def covers(subscribed: Iterable[str], uri: str) -> bool:
     return any(uri == sub or uri.startswith(sub.rstrip("/") + "/") for sub in subscribed)
 
 
+def _lies_under(prefix: str, entry: Resource) -> bool:
+    """Whether a URI of ``entry`` (its fixed URI, or an instance of its template) may lie under ``prefix``."""
+    if covers([prefix], entry.uri):
+        return True
+    return entry.is_template and prefix.startswith(entry.uri.split("{", 1)[0])
+
+
+async def readable_subscriptions(ctx: Context, uris: Iterable[str]) -> list[str]:
+    """Of a listen request's ``resourceSubscriptions``, those ``ctx``'s caller may hear of (the checks of
+    ``resources/read``: token scopes, the resource's ``permission``): a URI of a resource or template the
+    caller may read, or a prefix over at least one of those."""
+    wanted = list(uris)
+    if not wanted:
+        return []
+    readable = await usable_entries(list(ctx.server.resources.values()), ctx)
+    ids = {id(entry) for entry in readable}
+    kept = []
+    for uri in wanted:
+        found = ctx.server.find_resource(uri)
+        if (found is not None and id(found[0]) in ids) or any(_lies_under(uri, e) for e in readable):
+            kept.append(uri)
+    return kept
+
+
+class ReadAccess:
+    """Whether a listen stream's caller may read a resource URI: the URI is resolved to its resource (or
+    template), and that entry's verdict is kept for the life of the stream (one per entry)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self._verdicts: dict[int, tuple[Resource, bool]] = {}
+
+    async def allows(self, uri: str) -> bool:
+        """Whether ``uri`` is one the caller may read (an unknown URI is not)."""
+        found = self.ctx.server.find_resource(uri)
+        if found is None:
+            return False
+        entry = found[0]
+        known = self._verdicts.get(id(entry))
+        if known is None or known[0] is not entry:
+            known = self._verdicts[id(entry)] = (entry, await ausable(entry, self.ctx))
+        return known[1]
+
+    async def deliverable(self, message: dict[str, Any]) -> bool:
+        """Whether a queued notification may go out: a resource update only for a readable URI."""
+        if message.get("method") != RESOURCE_UPDATED:
+            return True
+        return await self.allows(str((message.get("params") or {}).get("uri", "")))
+
+
 def complete_result(subscription_id: RequestId) -> dict[str, Any]:
     """The result that ends a listen stream gracefully."""
     return {"resultType": "complete", "_meta": {SUBSCRIPTION_ID_KEY: subscription_id}}
@@ -128,6 +187,13 @@ class Listener:
         body = dict(params or {})
         body["_meta"] = {**(body.get("_meta") or {}), SUBSCRIPTION_ID_KEY: self.subscription_id}
         return notification(method, body)
+
+    def end(self, *, drop: bool = False) -> None:
+        """End the stream gracefully; ``drop``: what is queued and not yet sent is not sent."""
+        if drop and asyncio.get_running_loop() is self.loop:
+            while not self.queue.empty():
+                self.queue.get_nowait()
+        self.put(None)
 
     def put(self, item: dict[str, Any] | None) -> None:
         """Queue a notification (``None``: end gracefully), from this stream's loop or another thread."""
@@ -212,13 +278,16 @@ class ListenerTable:
                 count += 1
         return count
 
-    async def finish(self, entries: Iterable[PendingRequest] | None = None, *, grace: float = 2.0) -> int:
+    async def finish(
+        self, entries: Iterable[PendingRequest] | None = None, *, grace: float = 2.0, drop: bool = False
+    ) -> int:
         """End the open streams (those of ``entries``, or all) gracefully: each is answered with the
-        ``complete`` result, settled like any answer. Waits up to ``grace`` seconds for them to settle."""
+        ``complete`` result, settled like any answer. Waits up to ``grace`` seconds for them to settle.
+        ``drop``: the notifications queued and not yet sent are not sent (a revoked credential)."""
         chosen = set(entries) if entries is not None else None
         ending = [lst for lst in self._open if chosen is None or lst.entry in chosen]
         for listener in ending:
-            listener.put(None)
+            listener.end(drop=drop)
         tasks = [lst.task for lst in ending if lst.task is not None and not lst.task.done()]
         if tasks:
             await asyncio.wait(tasks, timeout=grace)
@@ -235,6 +304,11 @@ async def listen(ctx: Context) -> dict[str, Any]:
         honored["taskIds"] = await visible_tasks(ctx, honored["taskIds"])
         if not honored["taskIds"]:
             del honored["taskIds"]
+    if "resourceSubscriptions" in honored:  # only what the caller may read
+        honored["resourceSubscriptions"] = await readable_subscriptions(ctx, honored["resourceSubscriptions"])
+        if not honored["resourceSubscriptions"]:
+            del honored["resourceSubscriptions"]
+    access = ReadAccess(ctx)
     listener = Listener(
         server=ctx.server.key,
         subscription_id=ctx.request_id,
@@ -250,7 +324,8 @@ async def listen(ctx: Context) -> dict[str, Any]:
             watched.append(task_id)
         await ctx.peer.notify(listener.tagged(ACKNOWLEDGED, {"notifications": honored}))
         while (message := await listener.queue.get()) is not None:
-            await ctx.peer.notify(message)
+            if await access.deliverable(message):
+                await ctx.peer.notify(message)
     finally:
         await table.discard(listener)
         for task_id in watched:

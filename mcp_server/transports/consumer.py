@@ -252,7 +252,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         request.auth = self.auth  # type: ignore[attr-defined]
         # subscriptions/listen is answered with a stream whatever RESPONSE_MODE says (its answer IS one)
         listen = message.method == "subscriptions/listen"
-        self.exchange = PostExchange(
+        self.exchange = exchange = PostExchange(
             runtime=self.runtime,
             server=self.server,
             session=session,
@@ -264,7 +264,19 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             stateless=True,
             modern=True,
         )
-        await self.exchange.run([message])
+        if not listen:
+            await exchange.run([message])
+            return
+
+        async def end(reason: str) -> None:  # as at shutdown: answered with its complete result
+            await self.runtime.listeners.finish(exchange.entries, drop=True)
+
+        watching = self._watch_credential(end)
+        try:
+            await exchange.run([message])
+        finally:
+            if watching is not None:
+                watching.cancel()
 
     async def _get(self, headers: Headers) -> None:
         if mcp_settings.STATELESS:
@@ -279,15 +291,18 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             return
         self.sink.log = log = await self._get_log(session, last_event_id)
         self.stream_session = session.id
-        await self.runtime.attach_stream(session.id, self.sink)
-        await self.send({"type": "http.response.start", "status": 200, "headers": sse.SSE_HEADERS})
-        opening = (log.priming([]) if last_event_id is None else b"") or b": stream open\n\n"
-        await self.send({"type": "http.response.body", "body": opening, "more_body": True})
-        if last_event_id is not None:  # this GET stream's own missed events first
-            await self._replay_get(session.id, last_event_id)
+        watching = self._watch_credential(self._end_get)
         try:
+            await self.runtime.attach_stream(session.id, self.sink)
+            await self.send({"type": "http.response.start", "status": 200, "headers": sse.SSE_HEADERS})
+            opening = (log.priming([]) if last_event_id is None else b"") or b": stream open\n\n"
+            await self.send({"type": "http.response.body", "body": opening, "more_body": True})
+            if last_event_id is not None:  # this GET stream's own missed events first
+                await self._replay_get(session.id, last_event_id)
             await self.stream_closed.wait()
         finally:
+            if watching is not None:
+                watching.cancel()
             await self._leave_stream()
         await self.send({"type": "http.response.body", "body": b"", "more_body": False})
 
@@ -327,6 +342,14 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
                 sent = row.seq
 
     # -- helpers ---------------------------------------------------------------------------------------
+
+    def _watch_credential(self, end: Callable[[str], Awaitable[None]]) -> asyncio.Task[None] | None:
+        """Check the credential of this stream again while it is open; ``end`` it when refused (see
+        :mod:`mcp_server.protocol.credentials`). Cancel the task when the stream ends."""
+        return self.runtime.credentials.watch(self.scope, self.user, self.auth, end)
+
+    async def _end_get(self, reason: str) -> None:
+        self.sink.close(reason)
 
     async def _leave_stream(self) -> None:
         if self.stream_session is not None:
@@ -384,10 +407,11 @@ class _GetStream:
     def __init__(self, consumer: MCPConsumer) -> None:
         self.consumer = consumer
         self.log: EventLog | None = None
+        self.closed = False
 
     async def send(self, message: dict[str, Any]) -> None:
         """A server-initiated message for this session's GET stream (from any worker)."""
-        if self.consumer.stream_session is not None:
+        if self.consumer.stream_session is not None and not self.closed:
             try:
                 data = encode_message(message)
                 body = self.log.event(data) if self.log is not None else sse.event(data)
@@ -397,5 +421,7 @@ class _GetStream:
             await self.consumer.send({"type": "http.response.body", "body": body, "more_body": True})
 
     def close(self, reason: str) -> None:
-        """The session ended (on any worker), or the server is shutting down: finish the GET stream."""
+        """The session ended (on any worker), the server is shutting down, or the credential no longer
+        authenticates: finish the GET stream (nothing more is sent on it)."""
+        self.closed = True
         self.consumer.stream_closed.set()

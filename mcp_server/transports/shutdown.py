@@ -9,6 +9,12 @@ Uvicorn sends lifespan shutdown only once every open response is complete: a slo
 stream a client keeps open, would hold its exit for as long as they last. So under a server that stops
 gracefully on its own signal handler, the shutdown starts when the signal arrives (the server's handler
 still runs, after ours has scheduled the shutdown).
+
+Whatever its threads are doing, a worker told to stop by a signal ends within ``SHUTDOWN_GRACE`` plus
+``STORE_TIMEOUT`` (the ledger's last batch) and a margin of :data:`EXIT_MARGIN`: a handler's thread still
+blocked then (a sync tool in a long call, a transaction waiting for a lock) would hold the interpreter's exit,
+which joins its threads; the watchdog armed by the signal ends the process instead (exit status 1, a line in
+the log naming the threads still running).
 """
 
 from __future__ import annotations
@@ -16,15 +22,56 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
+import os
 import signal
 import sys
 import threading
+import time
 from types import FrameType
 from typing import Any, cast
 
+from ..conf import mcp_settings
 from ..runtime import Runtime, get_runtime
 
-__all__ = ["LifespanApp", "install_shutdown_hooks"]
+__all__ = ["EXIT_MARGIN", "LifespanApp", "arm_exit_watchdog", "install_shutdown_hooks"]
+
+logger = logging.getLogger("mcp_server.shutdown")
+
+EXIT_MARGIN = 2.0
+"""Seconds the watchdog allows past ``SHUTDOWN_GRACE + STORE_TIMEOUT`` for the server's own exit."""
+
+
+def arm_exit_watchdog(runtime: Runtime) -> None:
+    """End the process ``SHUTDOWN_GRACE + STORE_TIMEOUT + EXIT_MARGIN`` seconds from now if it still runs
+    (once per runtime; a daemon thread, gone with a process that exits on its own)."""
+    if runtime.exit_watchdog is not None:
+        return
+    limit = float(mcp_settings.SHUTDOWN_GRACE) + float(mcp_settings.STORE_TIMEOUT) + EXIT_MARGIN
+    watchdog = threading.Timer(limit, _hard_exit, args=(limit, time.monotonic()))
+    watchdog.daemon = True
+    watchdog.name = "mcp-exit-watchdog"
+    runtime.exit_watchdog = watchdog
+    watchdog.start()
+
+
+def _hard_exit(limit: float, since: float) -> None:
+    busy = sorted(
+        t.name for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon
+    )
+    logger.error(
+        "still running %.1fs after the signal to stop (limit %.1fs): exiting now; threads still busy: %s",
+        time.monotonic() - since,
+        limit,
+        ", ".join(busy) or "none",
+    )
+    for handler in logging.getLogger().handlers + logger.handlers:
+        with contextlib.suppress(Exception):
+            handler.flush()
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(1)
 
 
 def install_shutdown_hooks(runtime: Runtime) -> None:
@@ -44,6 +91,7 @@ def install_shutdown_hooks(runtime: Runtime) -> None:
     from twisted.internet import defer, reactor
 
     def before_shutdown() -> Any:
+        arm_exit_watchdog(runtime)
         return defer.Deferred.fromFuture(asyncio.ensure_future(runtime.ashutdown()))
 
     # Registered "before" the server's own trigger fires its cancellations.
@@ -72,6 +120,7 @@ def _chain_signal_handlers(runtime: Runtime) -> bool:
 def _on_signal(
     runtime: Runtime, loop: asyncio.AbstractEventLoop, previous: Any, signum: int, frame: FrameType | None
 ) -> None:
+    arm_exit_watchdog(runtime)
     with contextlib.suppress(RuntimeError):  # the loop is closed: nothing is left to answer
         loop.call_soon_threadsafe(runtime.start_shutdown)
     previous(signum, frame)

@@ -4,6 +4,10 @@ A route is one action reached by one HTTP method: the standard ones (``list``, `
 ``update``, ``partial_update``, ``destroy``) the viewset defines, and each ``@action`` (by the first of its
 methods). Its schemas are read from a view instance set up as the router's view would be for that action
 (``action``, ``detail``, the ``@action``'s own ``serializer_class``, ``permission_classes``, ...).
+
+An ``@action`` that names no ``serializer_class=`` of its own may or may not read the viewset's serializer
+(``get_serializer``) from its body: nothing static tells. Its input schema offers that serializer's writable
+fields, none of them required, and accepts other properties; a detail action requires its lookup.
 """
 
 from __future__ import annotations
@@ -146,6 +150,15 @@ def _may_skip_pagination(paginator: Any) -> bool:
     return getattr(paginator, "page_size", 0) is None or getattr(paginator, "default_limit", 0) is None
 
 
+def _body_schema(serializer: Any, route: Route) -> Schema:
+    """A write's body: the serializer's writable fields; for an ``@action`` without a ``serializer_class`` of
+    its own, the viewset's, none required (it may not read them at all)."""
+    schema = input_schema(serializer)
+    if route.extra and "serializer_class" not in route.initkwargs:
+        schema.pop("required", None)
+    return schema
+
+
 def _fill(viewset: type[Any], route: Route) -> None:
     view = view_for(viewset, route)
     lookup = viewset.lookup_url_kwarg or viewset.lookup_field
@@ -166,7 +179,7 @@ def _fill(viewset: type[Any], route: Route) -> None:
         if required:
             schema["required"] = required
     elif serializer is not None and route.action != "destroy" and route.writes:
-        schema = input_schema(serializer)
+        schema = _body_schema(serializer, route)
     else:
         schema = {"type": "object", "properties": {}}
     if route.detail:

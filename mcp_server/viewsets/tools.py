@@ -12,6 +12,7 @@ from rest_framework.utils.encoders import JSONEncoder
 from rest_framework.viewsets import ViewSetMixin
 
 from ..core.context import Context
+from ..core.writes import write_transaction
 from ..registry.entries import Permission
 from ..registry.server import MCPServer
 from ..wire.errors import ToolError
@@ -86,7 +87,7 @@ class _Caller:
         else:
             request = build_request(ctx, route.method, data=arguments)
         if route.writes:
-            with transaction.atomic(using=self.using):
+            with write_transaction(self.using):
                 response = self.view(request, **kwargs)
                 if 200 <= response.status_code < 300:
                     ctx.claim_answer(using=self.using)

@@ -20,6 +20,7 @@ __all__ = [
     "CancelRequest",
     "CancelSettled",
     "ClientAnswer",
+    "CredentialChanged",
     "EndSession",
     "ListenEvent",
     "SessionChanged",
@@ -166,6 +167,18 @@ class ListenEvent:
 
 
 @dataclass(frozen=True)
+class CredentialChanged:
+    """A user was deactivated, changed or deleted, or a token revoked, changed or deleted: the workers check
+    the credential of that user's (or token's) open streams again at once, and end those it no longer
+    authenticates."""
+
+    type: ClassVar[str] = "mcp.credential.changed"
+    user_id: Any
+    token_id: Any = None
+    """The pk of the :class:`~mcp_server.auth.models.AccessToken` (``None``: every stream of the user)."""
+
+
+@dataclass(frozen=True)
 class StreamWake:
     """New events of a stream are in the event store: the workers that hold its resumed stream read them."""
 
@@ -186,6 +199,7 @@ WorkerMessage: TypeAlias = (
     | StopTask
     | TaskStatus
     | StreamWake
+    | CredentialChanged
 )
 
 _KINDS: dict[str, type[WorkerMessage]] = {
@@ -203,6 +217,7 @@ _KINDS: dict[str, type[WorkerMessage]] = {
         StopTask,
         TaskStatus,
         StreamWake,
+        CredentialChanged,
     )
 }
 

@@ -10,6 +10,7 @@ from django.dispatch import receiver
 
 from mcp_server import Context, expose_form, expose_model, mcp
 from project.catalogue.models import Author, Book
+from tests.testapp.models import PickyBook
 
 
 @mcp.tool
@@ -47,6 +48,12 @@ async def secret_note(pk: int) -> str:
     return f"note {pk}"
 
 
+@mcp.resource("auth://public", mime_type="text/plain")
+async def public_notice() -> str:
+    """A resource anyone may read, beside the lenders' ones (a listen prefix ``auth:`` covers both)."""
+    return "opening hours"
+
+
 @mcp.prompt(permission="catalogue.add_loan")
 def lending_letter(borrower: str) -> str:
     """A prompt only lenders may get."""
@@ -62,6 +69,33 @@ expose_model(
     lookup="isbn",
     name="shelf",
     writes=True,
+)
+
+
+def own_books(ctx: Context) -> Any:
+    """A user's own books: those whose ISBN starts with their username and a dash (``carol-1``)."""
+    return Book.objects.filter(isbn__startswith=f"{ctx.user.get_username()}-")
+
+
+def own_authors(ctx: Context) -> Any:
+    """A user's own authors: those whose name starts with their username, capitalised (``Carol ...``)."""
+    return Author.objects.filter(name__startswith=f"{ctx.user.get_username().title()} ")
+
+
+def signed_in(user: Any) -> bool:
+    return bool(user.is_authenticated)
+
+
+expose_model(
+    mcp,
+    Book,
+    fields=["id", "title", "author", "author__name", "year", "isbn"],
+    name="own_shelf",
+    queryset=own_books,
+    permission=signed_in,
+    writes=["create", "update"],
+    write_permissions={"create": signed_in, "update": signed_in},
+    related_querysets={"author": own_authors},
 )
 
 
@@ -115,7 +149,27 @@ def request_loan(form: LoanRequestForm, ctx: Context) -> dict[str, Any]:
     }
 
 
+class ShelvedBookForm(forms.ModelForm):  # type: ignore[type-arg]
+    """Shelve a book by one of the shelved authors (their names start with "Shelved")."""
+
+    author = forms.ModelChoiceField(queryset=Author.objects.filter(name__startswith="Shelved "))
+
+    class Meta:
+        model = Book
+        fields = ["title", "author", "year", "isbn"]
+
+
+class PickyBookForm(forms.ModelForm):  # type: ignore[type-arg]
+    """Add a picky book: its author field's ``limit_choices_to`` admits only authors named "Picky ..."."""
+
+    class Meta:
+        model = PickyBook
+        fields = ["title", "author", "year", "isbn"]
+
+
 expose_form(mcp, AuthorForm, name="author_add")
+expose_form(mcp, ShelvedBookForm, name="book_shelve")  # catalogue.add_book: carol may, bob may not
+expose_form(mcp, PickyBookForm, name="picky_book_add", permission="catalogue.add_book")
 expose_form(mcp, LoanRequestForm, name="loan_request", handler=request_loan, permission="catalogue.add_loan")
 
 

@@ -2,7 +2,8 @@
 
 - ``ShelfViewSet`` (books): anyone signed in reads; :class:`MayEditCatalogue` lets only users with
   ``catalogue.change_book`` write; a nested, writable author; a write-only choice with a default; pages of 3;
-  search and ordering; a ``restock`` action (POST, detail) with its own serializer.
+  search and ordering; a ``restock`` action (POST, detail) with its own serializer, and a ``withdraw``
+  action (POST, detail) without one, which reads no body.
 - ``LoanViewSet``: :meth:`get_queryset` shows a user their own loans and the library's; the object-level
   :class:`OwnLoansOnly` lets only the borrower (or staff) change or delete a loan; cursor pagination.
 - ``AuthorViewSet``: read-only, throttled to 3 calls a minute per user.
@@ -110,6 +111,14 @@ class ShelfViewSet(viewsets.ModelViewSet):
         book.copies_available += serializer.validated_data["copies"]
         book.save(update_fields=["copies_available"])
         return Response({"id": book.pk, "copies_available": book.copies_available})
+
+    @action(detail=True, methods=["post"])
+    def withdraw(self, request: Request, pk: str | None = None) -> Response:
+        """Take every copy of a book off the shelf."""
+        book = self.get_object()
+        book.copies_available = 0
+        book.save(update_fields=["copies_available"])
+        return Response({"id": book.pk, "copies_available": 0})
 
 
 class LoanSerializer(serializers.ModelSerializer):

@@ -18,7 +18,7 @@ from tests.transports.test_listen import SUBSCRIPTION, listening, notify
 
 pytestmark = pytest.mark.asyncio
 
-WATCHED_URI = "test://watched-resource"
+WATCHED_URI = "catalogue://stats"  # a resource of the default server, readable by anyone
 
 
 @pytest.fixture(scope="module")

@@ -173,12 +173,13 @@ async def test_flush_returns_only_once_written(ledger: Instrumented, new_writer:
     assert seen == [1]
 
 
-async def test_a_claim_adopts_a_queued_record_and_waits_for_one_being_written(
+async def test_a_claim_adopts_a_queued_record_and_never_waits_for_one_being_written(
     ledger: Instrumented, new_writer: Any
 ) -> None:
     """``adopt`` (a write claiming its answer, ``Context.claim_answer``): the database ledger takes a record
-    still queued out of the queue (the write's transaction inserts it), and waits for one whose batch is
-    being written (the transaction then updates its row); the cache ledger cannot join a transaction."""
+    still queued out of the queue (the write's transaction inserts it), and returns at once for one whose
+    batch is being written (the handler's thread decides, see tests/ledger/test_claim_in_flight.py); the
+    cache ledger cannot join a transaction."""
     writer: LedgerWriter = new_writer()
     queued, flushing = record("s1", 1), record("s1", 2)
     await writer.opened(queued)
@@ -194,14 +195,10 @@ async def test_a_claim_adopts_a_queued_record_and_waits_for_one_being_written(
     await writer.opened(flushing)
     batch = asyncio.create_task(writer.flush())
     assert await asyncio.to_thread(ledger.started.wait, 10)  # its batch is being written, held at the gate
-    adopting = asyncio.create_task(writer.adopt(flushing, "default"))
-    await asyncio.sleep(0)  # one loop turn: the claim runs its first step while the write is held
-    assert not adopting.done()
+    assert await asyncio.wait_for(writer.adopt(flushing, "default"), 10) is True  # while the batch is held
+    assert writer._adopted[id(flushing)] == (flushing, None)  # decided in the handler's thread
     ledger.gate.set()
-    assert await asyncio.wait_for(adopting, 10) is True
     await batch
-    assert flushing.pk is not None  # written pending by the batch: the transaction updates it
-    assert writer._adopted[id(flushing)] == (flushing, False)
     assert await writer.adopt(record("s1", 3), "other") is False  # only the ledger's own database joins
 
 

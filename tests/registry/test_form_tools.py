@@ -3,18 +3,22 @@
 ``tests/authapp/mcp.py`` exposes ``AuthorForm`` (a ModelForm, default permission ``catalogue.add_author``:
 carol has it, bob not) as ``author_add`` and ``LoanRequestForm`` (a Form with a handler, permission
 ``catalogue.add_loan``: bob has it, carol not) as ``loan_request``. A ``post_save`` receiver fails any save of
-an author named "Rollback Me".
+an author named "Rollback Me". ``book_shelve`` (a ModelForm of books whose ``author`` field's queryset
+holds only authors named "Shelved ...") and ``picky_book_add`` (a ModelForm of ``PickyBook``, whose foreign
+key's ``limit_choices_to`` admits only authors named "Picky ...") need ``catalogue.add_book``: carol has it,
+bob not.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from mcp import MCPError
 
-from tests.auth_helpers import make_fixtures, sdk_client
+from tests.auth_helpers import make_fixtures, manage, sdk_client
 from tests.live import LiveServer
 
 Fixtures = tuple[LiveServer, dict[str, Any]]
@@ -127,3 +131,44 @@ async def test_the_demo_sites_form_tools(site: Fixtures) -> None:
         assert not added.is_error, added
         assert added.structured_content["name"] == "An Author Added Through The Demo"
         assert isinstance(added.structured_content["id"], int)
+
+
+NOT_A_CHOICE = (
+    "Invalid input: author: Select a valid choice. That choice is not one of the available choices."
+)
+
+
+async def test_a_model_forms_choices_limit_the_rows_a_key_may_name(site: Fixtures) -> None:
+    server, data = site
+    made = manage(
+        server,
+        "shell",
+        "-c",
+        "import json; from project.catalogue.models import Author; "
+        "names = ('Shelved One', 'Picky One', 'Other One'); "
+        "print(json.dumps({n: Author.objects.get_or_create(name=n)[0].pk for n in names}))",
+    )
+    authors = json.loads(made.strip().splitlines()[-1])
+    async with sdk_client(server.url, data["tokens"]["carol"]) as client:
+        for tool, allowed, isbn in [
+            ("book_shelve", "Shelved One", "F-1"),
+            ("picky_book_add", "Picky One", "F-2"),
+        ]:
+            book = {"title": f"Through {tool}", "year": 2000, "isbn": isbn}
+            for outside in ("Other One", "Shelved One" if allowed == "Picky One" else "Picky One"):
+                refused = await client.call_tool(tool, {**book, "author": authors[outside]})
+                assert refused.is_error
+                assert refused.content[0].text == NOT_A_CHOICE
+            missing = await client.call_tool(tool, {**book, "author": 999999})
+            assert missing.content[0].text == NOT_A_CHOICE  # the same as for a row outside the choices
+            saved = await client.call_tool(tool, {**book, "author": authors[allowed]})
+            assert not saved.is_error, saved  # the same ISBN is free: the refusals wrote nothing
+            assert saved.structured_content["author"] == authors[allowed]
+            assert saved.structured_content["isbn"] == isbn
+    async with sdk_client(server.url, data["tokens"]["bob"]) as client:  # bob lacks catalogue.add_book
+        tools = {tool.name for tool in (await client.list_tools()).tools}
+        assert not tools & {"book_shelve", "picky_book_add"}
+        with pytest.raises(MCPError, match="Unknown tool"):
+            await client.call_tool(
+                "book_shelve", {"title": "t", "year": 1, "isbn": "F-4", "author": authors["Shelved One"]}
+            )

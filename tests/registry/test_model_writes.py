@@ -3,17 +3,22 @@
 ``tests/authapp/mcp.py`` exposes the catalogue's books as ``shelf_*`` (lookup by ISBN); ``carol`` may view,
 add and change books but not delete them, ``bob`` may only view them, ``carol_reads`` is carol with a token
 limited to the read tools. A ``post_save`` receiver fails any save of a book titled "Rollback me".
+
+It also exposes ``own_shelf_*`` (create and update, lookup by id, for any signed-in user): a user's own books,
+those whose ISBN starts with ``<username>-`` (``queryset=``), whose author may only be one of the user's own
+authors, named ``<Username> ...`` (``related_querysets=``).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from mcp import MCPError
 
-from tests.auth_helpers import make_fixtures, sdk_client
+from tests.auth_helpers import make_fixtures, manage, sdk_client
 from tests.live import LiveServer
 
 Fixtures = tuple[LiveServer, dict[str, Any]]
@@ -142,3 +147,89 @@ async def test_permissions_and_scopes_refuse_writes(site: Fixtures) -> None:
     async with sdk_client(server.url, data["tokens"]["carol"]) as client:
         with pytest.raises(MCPError, match="Unknown tool"):  # no catalogue.delete_book
             await client.call_tool("shelf_delete", {"isbn": "W-1"})
+
+
+@pytest.fixture(scope="module")
+def writers(site: Fixtures) -> dict[str, int]:
+    """The authors "Carol Writer" (carol's own) and "Bob Writer" (bob's own), by name: their keys."""
+    server, _data = site
+    made = manage(
+        server,
+        "shell",
+        "-c",
+        "import json; from project.catalogue.models import Author; names = ('Carol Writer', 'Bob Writer'); "
+        "print(json.dumps({n: Author.objects.get_or_create(name=n)[0].pk for n in names}))",
+    )
+    return dict(json.loads(made.strip().splitlines()[-1]))
+
+
+def invalid_author(key: int) -> str:
+    return f"Invalid book: author: author instance with id {key} is not a valid choice."
+
+
+OUTSIDE = "Refused: the book would fall outside the rows this tool reaches (nothing was written)"
+
+
+async def test_a_write_cannot_move_a_row_out_of_the_callers_rows(
+    site: Fixtures, writers: dict[str, int]
+) -> None:
+    server, data = site
+    mine = {"title": "Carol's Own", "author": writers["Carol Writer"], "year": 2001}
+    async with sdk_client(server.url, data["tokens"]["carol"]) as carol:
+        made = await carol.call_tool("own_shelf_create", {**mine, "isbn": "carol-1"})
+        assert not made.is_error, made
+        assert made.structured_content["author__name"] == "Carol Writer"
+        key = made.structured_content["id"]
+        # a new row outside her rows (bob's prefix) is refused, and its fields are not shown
+        given = await carol.call_tool("own_shelf_create", {**mine, "isbn": "bob-9"})
+        assert given.is_error
+        assert given.content[0].text == OUTSIDE
+        assert given.structured_content is None
+        # an update that would take her row out of her rows (into bob's) is refused and rolled back
+        moved = await carol.call_tool("own_shelf_update", {"id": key, "isbn": "bob-1", "title": "Moved"})
+        assert moved.is_error
+        assert moved.content[0].text == OUTSIDE
+        kept = await carol.call_tool("own_shelf_get", {"id": key})
+        assert kept.structured_content["isbn"] == "carol-1"
+        assert kept.structured_content["title"] == "Carol's Own"
+        unchanged = await carol.call_tool("own_shelf_update", {"id": key, "year": 2003})
+        assert not unchanged.is_error, unchanged  # a change inside her rows goes through
+        assert unchanged.structured_content["year"] == 2003
+    async with sdk_client(server.url, data["tokens"]["bob"]) as bob:
+        assert (await bob.call_tool("own_shelf_list", {})).structured_content["items"] == []
+        for name in ("own_shelf_get", "own_shelf_update"):
+            hidden = await bob.call_tool(name, {"id": key})
+            assert hidden.is_error
+            assert hidden.content[0].text == f"No book with id {key}"
+        gone = await bob.call_tool("shelf_get", {"isbn": "bob-9"})
+        assert gone.is_error  # carol's refused create was rolled back
+        assert (await bob.call_tool("shelf_get", {"isbn": "bob-1"})).is_error
+
+
+async def test_a_foreign_key_may_only_name_the_callers_rows(site: Fixtures, writers: dict[str, int]) -> None:
+    server, data = site
+    carols, bobs = writers["Carol Writer"], writers["Bob Writer"]
+    async with sdk_client(server.url, data["tokens"]["bob"]) as bob:
+        book = {"title": "Bob's Own", "year": 1999, "isbn": "bob-2"}
+        theirs = await bob.call_tool("own_shelf_create", {**book, "author": carols})
+        assert theirs.is_error
+        # the same refusal as for an author that does not exist: it tells nothing of carol's authors
+        assert theirs.content[0].text == invalid_author(carols)
+        absent = await bob.call_tool("own_shelf_create", {**book, "author": 999999})
+        assert absent.content[0].text == invalid_author(999999)
+        made = await bob.call_tool("own_shelf_create", {**book, "author": bobs})
+        assert not made.is_error, made
+        key = made.structured_content["id"]
+        pointed = await bob.call_tool("own_shelf_update", {"id": key, "author": carols})
+        assert pointed.is_error
+        assert pointed.content[0].text == invalid_author(carols)
+        assert (await bob.call_tool("own_shelf_get", {"id": key})).structured_content[
+            "author__name"
+        ] == "Bob Writer"
+        renamed = await bob.call_tool("own_shelf_update", {"id": key, "title": "Bob's Second"})
+        assert not renamed.is_error, renamed  # an update leaving the author alone is not refused for it
+    async with sdk_client(server.url, data["tokens"]["carol"]) as carol:
+        refused = await carol.call_tool(
+            "own_shelf_create", {"title": "Carol's", "author": bobs, "year": 2000, "isbn": "carol-2"}
+        )
+        assert refused.content[0].text == invalid_author(bobs)

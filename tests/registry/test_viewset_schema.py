@@ -123,6 +123,7 @@ def test_the_listed_tools_of_the_test_viewsets() -> None:
     assert set(listed) == {
         *(f"drf_books_{a}" for a in ("list", "retrieve", "create", "update", "partial_update", "destroy")),
         "drf_books_restock",
+        "drf_books_withdraw",
         *(f"drf_loans_{a}" for a in ("list", "retrieve", "create", "update", "partial_update", "destroy")),
         "drf_authors_list",
         "drf_authors_retrieve",
@@ -138,6 +139,11 @@ def test_the_listed_tools_of_the_test_viewsets() -> None:
     assert restock["inputSchema"]["required"] == ["pk", "copies"]  # the action's own serializer
     assert "outputSchema" not in restock
     assert restock["description"] == "Add copies of a book to the shelf."
+    # without a serializer_class of its own, an action may read none of the viewset's fields: none required
+    withdraw = listed["drf_books_withdraw"]["inputSchema"]
+    assert withdraw["required"] == ["pk"]
+    assert {"title", "author", "year", "isbn"} <= set(withdraw["properties"])
+    assert "additionalProperties" not in withdraw
     assert listed["drf_books_destroy"]["outputSchema"]["properties"]["deleted"] == {"type": "integer"}
     for definition in listed.values():
         jsonschema.Draft202012Validator.check_schema(definition["inputSchema"])
@@ -393,6 +399,10 @@ def test_an_action_may_answer_to_another_of_its_methods() -> None:
     expose_viewset(server, AuthorsWithCensus, name="authors", actions=["census"], methods={"census": "post"})
     census = server.tools["authors_census"]
     assert census.annotations == {"readOnlyHint": False}
+    assert census.definition()["inputSchema"] == {  # it reads no body: the serializer's name is not required
+        "type": "object",
+        "properties": {"name": {"type": "string", "maxLength": 200}},
+    }
     claim = RecordingClaim()
     user = get_user_model().objects.create(username="poster")
     answer = async_to_sync(census.call)({}, _claiming(user, claim))

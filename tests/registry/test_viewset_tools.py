@@ -145,6 +145,28 @@ async def test_the_viewsets_permission_class_decides_who_writes(site: Fixtures) 
         assert again.content[0].text.startswith("Not found: ")
 
 
+async def test_an_action_without_its_own_serializer_requires_only_its_lookup(site: Fixtures) -> None:
+    server, data = site
+    book = {"title": "Withdrawn", "author": {"name": "Withdrawing Author"}, "year": 1999, "isbn": "WD-1"}
+    async with sdk_client(server.url, data["tokens"]["carol"]) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        schema = tools["drf_books_withdraw"].input_schema
+        assert schema["required"] == ["pk"]  # the viewset's fields are offered, not required: it reads none
+        assert schema["properties"]["author"]["required"] == ["name"]  # a nested object, if given, is whole
+        made = await client.call_tool("drf_books_create", book)
+        assert not made.is_error, made
+        key = made.structured_content["id"]
+        withdrawn = await client.call_tool("drf_books_withdraw", {"pk": key})
+        assert not withdrawn.is_error, withdrawn
+        assert withdrawn.structured_content == {"id": key, "copies_available": 0}
+    async with sdk_client(server.url, data["tokens"]["bob"]) as client:  # bob lacks change_book
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert tools["drf_books_withdraw"].input_schema["required"] == ["pk"]
+        refused = await client.call_tool("drf_books_withdraw", {"pk": key})
+        assert refused.is_error
+        assert refused.content[0].text == "Permission denied: Only catalogue editors may change books."
+
+
 async def test_validation_errors_name_each_field_and_write_nothing(site: Fixtures) -> None:
     server, data = site
     async with sdk_client(server.url, data["tokens"]["carol"]) as client:
@@ -268,7 +290,7 @@ async def test_a_token_scoped_to_reads_cannot_write(site: Fixtures) -> None:
         assert not (await client.call_tool("drf_books_list", {})).is_error
         with pytest.raises(MCPError, match="Unknown tool"):
             await client.call_tool(
-                "drf_books_create", {"title": "T", "author": {"name": "A"}, "year": 1, "isbn": "D-9"}
+                "drf_books_create", {"title": "T", "author": {"name": "A"}, "year": 1, "isbn": "WD-1"}
             )
 
 

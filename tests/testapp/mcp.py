@@ -296,6 +296,24 @@ def race_write_deadline(gate: str, name: str, ctx: Context, claim: str = "late")
     return _race_write(gate, name, ctx, claim)
 
 
+@mcp.tool
+def write_author(name: str, ctx: Context, rollback: bool = False) -> int:
+    """A write as a handler of its own does it (tests/end_to_end/test_live_writes.py, bench/writes.py):
+    read, then write, in one ``write_transaction``, claiming the answer last; ``rollback``: the transaction
+    rolls back after the claim (the answer stands: the handler's result)."""
+    from django.db import transaction
+
+    from mcp_server import write_transaction
+    from project.catalogue.models import Author
+
+    with write_transaction():
+        author, _created = Author.objects.get_or_create(name=name)
+        author.save()
+        ctx.claim_answer()
+        transaction.set_rollback(rollback)
+    return int(author.pk)
+
+
 # -- hostile input (tests/transports/test_hostile_http.py) ---------------------------------------------------
 
 

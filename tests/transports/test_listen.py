@@ -60,6 +60,19 @@ class Stream:
                     return message
         raise AssertionError("the stream ended")
 
+    async def rest(self, within: float = TIMEOUT) -> list[dict[str, Any]]:
+        """Every message until the server ends the stream (fails if it is still open after ``within``)."""
+        messages: list[dict[str, Any]] = []
+        data: list[str] = []
+        async with asyncio.timeout(within):
+            async for line in self._lines:
+                if line.startswith("data:"):
+                    data.append(line[5:].lstrip(" "))
+                elif not line and data:
+                    messages.append(json.loads("\n".join(data)))
+                    data = []
+        return messages
+
     async def comment(self) -> str:
         """Wait for the next comment line (a keep-alive)."""
         seen = len(self.comments)
@@ -78,13 +91,16 @@ async def listening(
     notifications: dict[str, Any],
     request_id: int | str = 1,
     capabilities: dict[str, Any] | None = None,
+    **extra: str,
 ) -> AsyncIterator[Stream]:
+    """An open listen stream (``extra``: more headers, e.g. ``Authorization``)."""
     payload = rpc(
         "subscriptions/listen", {"notifications": notifications, "_meta": meta(capabilities)}, request_id
     )
+    sent = headers("subscriptions/listen", **extra)
     async with (
         httpx.AsyncClient(timeout=httpx.Timeout(TIMEOUT, read=None)) as client,
-        client.stream("POST", server.url, json=payload, headers=headers("subscriptions/listen")) as response,
+        client.stream("POST", server.url, json=payload, headers=sent) as response,
     ):
         assert response.status_code == 200, await response.aread()
         assert response.headers["content-type"].startswith("text/event-stream")
@@ -149,21 +165,19 @@ async def test_the_official_client_listens(server: LiveServer) -> None:
 
 
 async def test_only_the_kinds_asked_for_are_sent(server: LiveServer) -> None:
-    async with listening(server, {"promptsListChanged": True, "resourceSubscriptions": ["test://a"]}) as s:
+    asked = {"promptsListChanged": True, "resourceSubscriptions": ["catalogue://books"]}
+    async with listening(server, asked) as s:
         ack = await s.next()
-        assert ack["params"]["notifications"] == {
-            "promptsListChanged": True,
-            "resourceSubscriptions": ["test://a"],
-        }
+        assert ack["params"]["notifications"] == asked
         await notify(server, feature="tools")  # not asked for
         await notify(server, feature="resources")  # not asked for (resourcesListChanged)
-        await notify(server, uri="test://b")  # another resource
+        await notify(server, uri="catalogue://stats")  # another resource
         await notify(server, feature="prompts")  # asked for: proves the three before were passed over
         assert (await s.next())["method"] == "notifications/prompts/list_changed"
-        await notify(server, uri="test://a/part")  # a sub-resource of a subscribed URI
+        await notify(server, uri="catalogue://books/7")  # under the subscribed prefix (its template)
         updated = await s.next()
         assert updated["method"] == "notifications/resources/updated"
-        assert updated["params"]["uri"] == "test://a/part"
+        assert updated["params"]["uri"] == "catalogue://books/7"
         assert updated["params"]["_meta"][SUBSCRIPTION] == 1
 
 
