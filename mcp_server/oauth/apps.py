@@ -15,7 +15,10 @@ class OAuthConfig(AppConfig):
     verbose_name = "MCP sign-in (OAuth)"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401  (registers the checks)
+        from django.core.checks import Tags, register
+
+        from .checks import check_oauth_server
         from .defaults import apply_safe_defaults
 
+        register(check_oauth_server, Tags.security)
         apply_safe_defaults()

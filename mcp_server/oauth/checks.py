@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.core.checks import CheckMessage, Error, Warning
 from django.shortcuts import resolve_url
 from django.urls import NoReverseMatch, Resolver404, resolve
 
@@ -61,9 +61,8 @@ def _weakening(provider: dict[str, Any]) -> list[str]:
     return found
 
 
-@register(Tags.security)
 def check_oauth_server(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """The checks listed in this module's docstring."""
+    """The checks listed in this module's docstring (registered by the app config, not on import)."""
     from ..conf import mcp_settings
 
     messages: list[CheckMessage] = []
