@@ -41,6 +41,7 @@ DEFAULTS: dict[str, Any] = {
     "ALLOW_ANONYMOUS": True,
     "OAUTH_AUTHORIZATION_SERVERS": [],
     "OAUTH_RESOURCE_METADATA": {},
+    "OAUTH_THROTTLE": {"token": 60, "register": 20},
     "SESSION_RETENTION": 3600.0,
     "MAX_CLIENT_METADATA_BYTES": 16 * 1024,
     "MAX_SESSIONS_PER_CLIENT": None,
@@ -104,6 +105,9 @@ class MCPSettings:
     ALLOW_ANONYMOUS: bool
     OAUTH_AUTHORIZATION_SERVERS: list[str]
     OAUTH_RESOURCE_METADATA: dict[str, Any]
+    OAUTH_THROTTLE: dict[str, int] | None
+    """Requests per minute per client address to the site's own token and registration endpoints
+    (``mcp_server.oauth``); ``None`` or a missing key: no limit."""
     SESSION_RETENTION: float
     MAX_CLIENT_METADATA_BYTES: int
     MAX_SESSIONS_PER_CLIENT: int | None

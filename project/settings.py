@@ -7,11 +7,15 @@ Environment variables switch them without code changes:
 - ``REDIS_URL``: e.g. ``redis://127.0.0.1:6379/0``; selects channels-redis and the Redis cache
 - ``MCP_RESPONSE_MODE``: ``auto`` (default), ``sse`` or ``json``
 - ``DJANGO_DEBUG``: ``1`` (default) or ``0``; ``DJANGO_ALLOWED_HOSTS``: comma-separated
+- ``MCP_DEMO_OAUTH``: ``1`` (default when django-oauth-toolkit is installed): the site is the OAuth
+  authorization server of ``/mcp`` and ``/staff/mcp``, and MCP clients sign in as a user of the site
+  (README "Sign in with OAuth"); ``0``: anonymous access, as before
 """
 
 from __future__ import annotations
 
 import os
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -133,12 +137,25 @@ else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
-MCP_SERVER = {
+MCP_SERVER: dict[str, Any] = {
     "SERVER_NAME": "django-mcp-demo",
     "SERVER_TITLE": "Django MCP demo: a library catalogue",
     "INSTRUCTIONS": "A library catalogue. Search books, read them as resources, reserve copies.",
     "RESPONSE_MODE": os.environ.get("MCP_RESPONSE_MODE", "auto"),
 }
+
+# The site as the OAuth authorization server of its MCP endpoints (the ``oauth`` extra): two apps, the URLs
+# in project/urls.py, and the OAuth token class before the ``mcp_`` token class.
+DEMO_OAUTH = os.environ.get("MCP_DEMO_OAUTH", "1" if find_spec("oauth2_provider") else "0") == "1"
+if DEMO_OAUTH:
+    INSTALLED_APPS += ["oauth2_provider", "mcp_server.oauth"]
+    MCP_SERVER["ALLOW_ANONYMOUS"] = False
+    MCP_SERVER["AUTHENTICATION_CLASSES"] = [
+        "mcp_server.auth.session.SessionAuthentication",
+        "mcp_server.oauth.authentication.OAuthTokenAuthentication",
+        "mcp_server.auth.tokens.TokenAuthentication",
+    ]
+    LOGIN_URL = "login"  # project/urls.py
 
 AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
 LANGUAGE_CODE = "en-us"

@@ -3,8 +3,10 @@
 import shlex
 import sys
 
+from django.apps import apps
 from django.conf import settings
 from django.contrib import admin
+from django.contrib.auth.views import LoginView
 from django.urls import include, path
 from django.views.generic import TemplateView
 from rest_framework.routers import DefaultRouter
@@ -19,7 +21,21 @@ MANAGE = f"{shlex.quote(sys.executable)} {shlex.quote(str(settings.BASE_DIR / 'm
 work from any directory, with or without the virtualenv activated."""
 
 urlpatterns = [
-    path("", TemplateView.as_view(template_name="home.html", extra_context={"manage": MANAGE}), name="home"),
+    path(
+        "",
+        TemplateView.as_view(
+            template_name="home.html",
+            extra_context={"manage": MANAGE, "oauth": apps.is_installed("mcp_server.oauth")},
+        ),
+        name="home",
+    ),
     path("admin/", admin.site.urls),
     path("api/", include(api.urls)),  # the same viewset the MCP tools catalogue_books_* run
 ]
+
+if apps.is_installed("mcp_server.oauth"):  # the site as OAuth authorization server (project/settings.py)
+    urlpatterns += [
+        path("", include("mcp_server.oauth.urls")),
+        # LOGIN_URL: any user of the site signs in here (the admin's login is for staff only)
+        path("accounts/login/", LoginView.as_view(template_name="admin/login.html"), name="login"),
+    ]

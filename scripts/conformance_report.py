@@ -222,6 +222,7 @@ def serve(mode: str, workdir: Path, python: str = sys.executable) -> Iterator[st
         DJANGO_SETTINGS_MODULE="project.settings",
         DATABASE_URL=f"sqlite:///{workdir / f'{mode}.sqlite3'}",
         MCP_RESPONSE_MODE=mode,
+        MCP_DEMO_OAUTH="0",  # the conformance fixtures are served anonymously
         PYTHONPATH=str(ROOT),
         PYTHONUNBUFFERED="1",
     )

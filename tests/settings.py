@@ -10,8 +10,19 @@ import json
 import os
 import tempfile
 
+# The demo's own OAuth authorization server (project/settings.py) stays off for the suite, and for the
+# servers it starts, unless a test asks for it (tests/oauth/: MCP_DEMO_OAUTH=1 in the server's environment).
+os.environ.setdefault("MCP_DEMO_OAUTH", "0")
+
 from project.settings import *  # noqa: F403
-from project.settings import CACHES, CHANNEL_LAYERS, DATABASES, INSTALLED_APPS, MCP_SERVER, REDIS_URL
+from project.settings import (
+    CACHES,
+    CHANNEL_LAYERS,
+    DATABASES,
+    INSTALLED_APPS,
+    MCP_SERVER,
+    REDIS_URL,
+)
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp", "tests.authapp", "tests.drfapp"]
 MCP_SERVER = {**MCP_SERVER, **json.loads(os.environ.get("MCP_TEST_OVERRIDES", "{}"))}

@@ -69,7 +69,7 @@ def _challenges(
     resource_path: str,
     failure: AuthenticationFailed | None,
 ) -> list[str]:
-    from .oauth import metadata_url, oauth_enabled
+    from .oauth import LOCAL_SCOPE, local_authorization_server, metadata_url, oauth_enabled
 
     challenges: list[str] = []
     for authenticator in authenticators:
@@ -90,6 +90,8 @@ def _challenges(
                 params += [f'error="{failure.error}"', f'error_description="{description}"']
             if oauth:
                 params.append(f'resource_metadata="{metadata_url(request, resource_path)}"')
+            if oauth and local_authorization_server():
+                params.append(f'scope="{LOCAL_SCOPE}"')
             challenge = ", ".join([challenge, *params])
         out.append(challenge)
     out.sort(key=lambda c: not c.lower().startswith("bearer"))

@@ -13,14 +13,32 @@ from django.http import HttpRequest
 
 from ..conf import mcp_settings
 
-__all__ = ["WELL_KNOWN", "metadata_document", "metadata_url", "oauth_enabled", "resource_url"]
+__all__ = [
+    "LOCAL_SCOPE",
+    "WELL_KNOWN",
+    "local_authorization_server",
+    "metadata_document",
+    "metadata_url",
+    "oauth_enabled",
+    "resource_url",
+]
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 
+LOCAL_SCOPE = "mcp"
+"""The default scope of the site's own authorization server: everything the user may use."""
+
+
+def local_authorization_server() -> bool:
+    """Whether the site is its own authorization server (``mcp_server.oauth`` is installed)."""
+    from django.apps import apps
+
+    return apps.is_installed("mcp_server.oauth")
+
 
 def oauth_enabled() -> bool:
-    """Whether an external authorization server is configured."""
-    return bool(mcp_settings.OAUTH_AUTHORIZATION_SERVERS)
+    """Whether an authorization server is configured: an external one, or the site itself."""
+    return bool(mcp_settings.OAUTH_AUTHORIZATION_SERVERS) or local_authorization_server()
 
 
 def _origin(request: HttpRequest) -> str:
@@ -53,6 +71,9 @@ def metadata_document(request: HttpRequest, resource_path: str, title: str | Non
         "authorization_servers": list(mcp_settings.OAUTH_AUTHORIZATION_SERVERS),
         "bearer_methods_supported": ["header"],
     }
+    if local_authorization_server():  # the site itself, first; its issuer is its origin
+        document["authorization_servers"].insert(0, _origin(request))
+        document["scopes_supported"] = [LOCAL_SCOPE]
     if title:
         document["resource_name"] = title
     extra = {

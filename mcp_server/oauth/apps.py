@@ -1,0 +1,24 @@
+"""The app config of the site's own authorization server: safe DOT settings and system checks."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+__all__ = ["OAuthConfig"]
+
+
+class OAuthConfig(AppConfig):
+    """``mcp_server.oauth``: list it (after ``oauth2_provider``) in ``INSTALLED_APPS``."""
+
+    name = "mcp_server.oauth"
+    label = "mcp_server_oauth"
+    verbose_name = "MCP sign-in (OAuth)"
+
+    def ready(self) -> None:
+        from django.core.checks import Tags, register
+
+        from .checks import check_oauth_server
+        from .defaults import apply_safe_defaults
+
+        register(check_oauth_server, Tags.security)
+        apply_safe_defaults()
