@@ -108,7 +108,17 @@ TARGETS: dict[str, list[str]] = {
         "tests/protocol/test_rounds.py",
         "tests/protocol/test_rounds_ledger.py",
     ],
-    "mcp_server/protocol/tasks.py": ["tests/protocol/test_tasks.py", "tests/test_runtime_tasks.py"],
+    "mcp_server/protocol/tasks.py": [
+        "tests/test_runtime_tasks.py",
+        "tests/test_runtime_task_bounds.py",
+        "tests/protocol/test_tasks.py",
+    ],
+    "mcp_server/protocol/task_bounds.py": [
+        "tests/test_runtime_task_bounds.py",
+        "tests/protocol/test_tasks.py",
+    ],
+    "mcp_server/protocol/task_methods.py": ["tests/protocol/test_tasks.py", "tests/test_runtime_tasks.py"],
+    "mcp_server/protocol/credentials.py": ["tests/auth/test_stream_revocation.py"],
 }
 """The targeted pytest arguments of each module (test files that do not exist are left out)."""
 
