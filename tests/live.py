@@ -19,11 +19,26 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 
+PORTS_PER_PROCESS = 2000
+"""Each pytest process (xdist's ``gw0``, ``gw1``…) draws its servers' ports from a range of its own, below the
+kernel's ephemeral range (32768 and up): a port the kernel handed to one process, then freed for its server
+to bind, could otherwise be handed to the other process's server in between, and a test would talk to the
+wrong server (seen once: "Unknown tool" from another test's site)."""
+
+
 def free_port() -> int:
-    """A port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port nobody listens on right now, from this pytest process's own range."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    first = 20000 + (int(worker) % 6 if worker.isdigit() else 0) * PORTS_PER_PROCESS
+    for _attempt in range(200):
+        port = first + secrets.randbelow(PORTS_PER_PROCESS)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {first}-{first + PORTS_PER_PROCESS - 1}")
 
 
 def stop_process(process: subprocess.Popen[bytes], grace: float = 10.0) -> None:
