@@ -80,7 +80,7 @@ async def test_a_hung_orm_thread_piles_up_nothing() -> None:
     for n in range(20):
         with pytest.raises(StoreUnavailable):
             await bounded(sync_to_async(later)(n), "database", 0.02)
-    assert threading.active_count() == threads
+    assert threading.active_count() <= threads  # none added (one another test left may have ended meanwhile)
     await asyncio.sleep(0)  # one loop turn: the last wait's cancellation reaches its queued call
     gate.set()
     await sync_to_async(later)(-1)  # the thread is free again and runs what comes now
