@@ -50,6 +50,7 @@ __all__ = [
     "check_client_metadata",
     "json_size",
     "new_session_id",
+    "refuse_large_metadata",
     "state_of",
     "touch_every",
 ]
@@ -102,18 +103,32 @@ def json_size(value: Any) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-def check_client_metadata(params: dict[str, Any]) -> None:
-    """Refuse (-32602) an ``initialize`` whose ``clientInfo`` and ``capabilities`` together take more than
-    ``MAX_CLIENT_METADATA_BYTES`` as JSON: they are stored with the session, so their size is bounded."""
+def refuse_large_metadata(client_info: Any, capabilities: Any, *, what: str, names: str, verb: str) -> None:
+    """Refuse (-32602, with ``size`` and ``limit`` as data) client metadata (``clientInfo`` and the
+    capabilities) that takes more than ``MAX_CLIENT_METADATA_BYTES`` as JSON. ``what``, ``names`` and
+    ``verb`` word the message: ``Invalid params{what}: {names} take N bytes as JSON; this server {verb} at
+    most L``."""
     limit = int(mcp_settings.MAX_CLIENT_METADATA_BYTES)
-    size = json_size([params.get("clientInfo") or {}, params.get("capabilities") or {}])
+    size = json_size([client_info or {}, capabilities or {}])
     if size > limit:
         raise JSONRPCError(
             INVALID_PARAMS,
-            f"Invalid params for initialize: clientInfo and capabilities take {size} bytes as JSON; "
-            f"this server stores at most {limit} (MAX_CLIENT_METADATA_BYTES)",
+            f"Invalid params{what}: {names} take {size} bytes as JSON; "
+            f"this server {verb} at most {limit} (MAX_CLIENT_METADATA_BYTES)",
             {"size": size, "limit": limit},
         )
+
+
+def check_client_metadata(params: dict[str, Any]) -> None:
+    """Refuse (-32602) an ``initialize`` whose ``clientInfo`` and ``capabilities`` together take more than
+    ``MAX_CLIENT_METADATA_BYTES`` as JSON: they are stored with the session, so their size is bounded."""
+    refuse_large_metadata(
+        params.get("clientInfo"),
+        params.get("capabilities"),
+        what=" for initialize",
+        names="clientInfo and capabilities",
+        verb="stores",
+    )
 
 
 async def acount_open_sessions(*, user: Any, address: str) -> int:

@@ -16,7 +16,7 @@ from mcp_types.methods import serialize_server_result
 
 from ..conf import DEFAULTS, mcp_settings
 from ..core.context import LOG_LEVELS, Context, SessionState
-from ..sessions import json_size
+from ..sessions import refuse_large_metadata
 from ..wire.errors import INVALID_PARAMS, JSONRPCError
 from ..wire.jsonrpc import JSONRPCRequest, error_response
 from ..wire.modern import (
@@ -116,14 +116,13 @@ def check_metadata_size(meta: dict[str, Any], size: int | None = None) -> None:
     limit = int(mcp_settings.MAX_CLIENT_METADATA_BYTES)
     if size is not None and size * _GROWTH <= limit:
         return
-    measured = json_size([meta.get(CLIENT_INFO_KEY) or {}, meta.get(CLIENT_CAPABILITIES_KEY) or {}])
-    if measured > limit:
-        raise JSONRPCError(
-            INVALID_PARAMS,
-            f"Invalid params: {CLIENT_INFO_KEY} and {CLIENT_CAPABILITIES_KEY} take {measured} bytes as "
-            f"JSON; this server takes at most {limit} (MAX_CLIENT_METADATA_BYTES)",
-            {"size": measured, "limit": limit},
-        )
+    refuse_large_metadata(
+        meta.get(CLIENT_INFO_KEY),
+        meta.get(CLIENT_CAPABILITIES_KEY),
+        what="",
+        names=f"{CLIENT_INFO_KEY} and {CLIENT_CAPABILITIES_KEY}",
+        verb="takes",
+    )
 
 
 def discover_result(server: MCPServer) -> dict[str, Any]:
