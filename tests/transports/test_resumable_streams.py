@@ -64,31 +64,28 @@ async def resume(runtime: Runtime, log: EventLog, closed: asyncio.Event) -> list
     return sent
 
 
-async def test_a_resumed_stream_whose_client_has_gone_ends_at_once(runtime: Runtime) -> None:
-    log = await open_stream(runtime)
-    closed = asyncio.Event()
-    closed.set()
-    sent = await resume(runtime, log, closed)
+def sent_only_what_it_has(sent: list[dict[str, Any]], log: EventLog) -> None:
+    """The response's start, the event the client missed, then the end: the stream itself has not ended."""
     assert sent[0]["status"] == 200
     missed = {
         "type": "http.response.body",
         "body": sse.event(NOTE.encode(), f"{log.stream_id}:1"),
         "more_body": True,
     }
-    assert sent[1:] == [missed, END]  # what it has, then the end: the stream itself has not ended
+    assert sent[1:] == [missed, END]
+
+
+async def test_a_resumed_stream_whose_client_has_gone_ends_at_once(runtime: Runtime) -> None:
+    log = await open_stream(runtime)
+    closed = asyncio.Event()
+    closed.set()
+    sent_only_what_it_has(await resume(runtime, log, closed), log)
 
 
 async def test_a_resumed_stream_ends_when_the_worker_shuts_down(runtime: Runtime) -> None:
     log = await open_stream(runtime)
     runtime.shutting_down = True
-    sent = await resume(runtime, log, asyncio.Event())
-    assert sent[0]["status"] == 200
-    missed = {
-        "type": "http.response.body",
-        "body": sse.event(NOTE.encode(), f"{log.stream_id}:1"),
-        "more_body": True,
-    }
-    assert sent[1:] == [missed, END]  # what it has, then the end: the stream itself has not ended
+    sent_only_what_it_has(await resume(runtime, log, asyncio.Event()), log)
 
 
 async def test_a_resumed_stream_replays_what_was_missed_until_its_end(runtime: Runtime) -> None:
