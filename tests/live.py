@@ -104,6 +104,12 @@ def base_env(database_path: Path, overrides: dict[str, Any] | None = None, **ext
     return env
 
 
+def manage_py_check(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``manage.py check --fail-level WARNING`` of the demo site in a process of its own, with ``env``."""
+    command = [sys.executable, "manage.py", "check", "--fail-level", "WARNING"]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+
+
 def migrated_template(directory: Path) -> Path:
     """A migrated SQLite file, made once and copied for each server."""
     template = directory / "template.sqlite3"

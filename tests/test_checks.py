@@ -306,21 +306,13 @@ def test_w008_follows_the_cache_alias_mcp_uses() -> None:
 
 def test_the_demo_settings_on_redis_pass_w002_and_w008() -> None:
     """The demo's Redis timeouts (project/settings.py, with REDIS_URL set) satisfy both checks."""
-    import subprocess
-    import sys
 
-    from tests.live import ROOT, base_env
+    from tests.live import ROOT, base_env, manage_py_check
 
     env = base_env(
         ROOT / "unused.sqlite3", REDIS_URL="redis://127.0.0.1:1/0", DJANGO_SETTINGS_MODULE="project.settings"
     )
-    done = subprocess.run(
-        [sys.executable, "manage.py", "check", "--fail-level", "WARNING"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    done = manage_py_check(env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "W002" not in done.stderr
     assert "W008" not in done.stderr

@@ -12,7 +12,7 @@ from django.test import override_settings
 from mcp_server.oauth.checks import AUTH_CLASS, TOKEN_CLASS, check_oauth_server
 from mcp_server.oauth.defaults import SAFE_DEFAULTS
 from mcp_server.oauth.redirects import redirect_problem
-from tests.live import ROOT, base_env
+from tests.live import ROOT, base_env, manage_py_check
 
 GOOD_CLASSES = ["mcp_server.auth.session.SessionAuthentication", AUTH_CLASS, TOKEN_CLASS]
 
@@ -83,13 +83,7 @@ def test_weakening_the_toolkit_is_an_error(weak: dict[str, Any]) -> None:
 
 def test_the_demo_with_the_server_on_passes_manage_py_check(tmp_path: Any) -> None:
     env = base_env(tmp_path / "demo.sqlite3", DJANGO_SETTINGS_MODULE="project.settings", MCP_DEMO_OAUTH="1")
-    done = subprocess.run(
-        [sys.executable, "manage.py", "check", "--fail-level", "WARNING"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    done = manage_py_check(env)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
