@@ -16,7 +16,7 @@ from ..core.stores import bounded
 from ..registry.access import ausable, usable_entries
 from ..registry.signature import call_handler
 from ..wire.errors import INVALID_PARAMS, METHOD_NOT_FOUND, JSONRPCError, ResourceNotFound
-from ..wire.modern import TASK_METHODS
+from ..wire.modern import BUILTIN_METHODS, TASK_METHODS
 from .listen import listen
 from .modern import discover_result, finish_result, is_modern
 from .pagination import paginate
@@ -158,6 +158,9 @@ BUILTINS: dict[str, Handler] = {
     "tasks/update": tasks_update,
     "tasks/cancel": tasks_cancel,
 }
+# ``initialize`` is answered before dispatch (protocol.serving); every other built-in method is here, so
+# that the registry's list (wire.modern.BUILTIN_METHODS) and this table cannot drift apart.
+assert BUILTINS.keys() | {"initialize"} == BUILTIN_METHODS, "BUILTINS and BUILTIN_METHODS differ"
 
 
 def _validate(ctx: Context) -> None:

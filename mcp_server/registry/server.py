@@ -8,6 +8,7 @@ from typing import Any, TypeVar, overload
 
 from django.core.exceptions import ImproperlyConfigured
 
+from ..wire.modern import BUILTIN_METHODS
 from .entries import Permission
 from .prompts import Prompt
 from .resources import Resource
@@ -17,23 +18,6 @@ __all__ = ["MCPServer", "mcp"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 ChangeListener = Callable[[str], None]
-BUILTIN_METHODS = frozenset(
-    {
-        "initialize",
-        "ping",
-        "tools/list",
-        "tools/call",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-        "resources/subscribe",
-        "resources/unsubscribe",
-        "prompts/list",
-        "prompts/get",
-        "logging/setLevel",
-        "completion/complete",
-    }
-)
 
 
 class MCPServer:
