@@ -8,6 +8,7 @@ exist.
 
 from __future__ import annotations
 
+import os
 import secrets
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.end_to_end.test_new_site import SITE, build_site, readme_blocks, site_env
+from tests.live import ROOT
 
 OAUTH = "Sign in with OAuth (the site as authorization server)"
 HTTPS_LINES = ("SECURE_PROXY_SSL_HEADER = ", "SECURE_SSL_REDIRECT = ")
@@ -82,3 +84,37 @@ def test_without_https_check_deploy_names_what_is_missing(site: Path) -> None:
     assert "mcp_server.W061" in out  # tokens and codes would travel in clear
     assert "security.W008" in out  # Django's own: SECURE_SSL_REDIRECT
     assert "oauth2_provider.W008" not in out  # still silenced: only the HTTPS lines are gone
+
+
+def test_the_demos_production_settings_pass_check_deploy_with_the_server_on(tmp_path: Path) -> None:
+    """``project/production.py`` (what the README's block is to the demo) with ``MCP_DEMO_OAUTH=1``; the
+    stores' URLs are only read, never reached."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TEST") and k != "DJANGO_DEBUG"}
+    env.update(
+        DJANGO_SETTINGS_MODULE="project.production",
+        MCP_DEMO_OAUTH="1",
+        DATABASE_URL="postgres://postgres@127.0.0.1:5432/never_reached",
+        REDIS_URL="redis://127.0.0.1:6379/15",
+        DJANGO_SECRET_KEY=secrets.token_urlsafe(50),
+        DJANGO_ALLOWED_HOSTS="mcp.example.com",
+        DJANGO_STATIC_ROOT=str(tmp_path),
+        PYTHONPATH=str(ROOT),
+    )
+    command = [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "System check identified no issues (1 silenced)." in done.stdout, done.stdout + done.stderr
+    listed = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import django; django.setup(); from django.apps import apps;"
+            "print(apps.is_installed('mcp_server.oauth'))",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert listed.stdout.strip() == "True", listed.stderr
