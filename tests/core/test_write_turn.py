@@ -89,7 +89,8 @@ def run_in_thread(work: Callable[[], None]) -> tuple[threading.Thread, threading
 def test_a_second_writer_waits_for_the_turn_and_starts_when_it_is_free(second: str) -> None:
     holder = Holder()
     holder.start()
-    assert holder.inside.wait(WAIT) and holder.failure is None
+    assert holder.inside.wait(WAIT)
+    assert holder.failure is None
     began = threading.Event()
 
     def write() -> None:
@@ -101,33 +102,37 @@ def test_a_second_writer_waits_for_the_turn_and_starts_when_it_is_free(second: s
             with begin_write(connections["default"]):
                 began.set()
 
-    thread, done, raised = run_in_thread(write)
+    _thread, done, raised = run_in_thread(write)
     assert not began.wait(0.5), "the second writer began while the first held the turn"
     holder.release.set()
-    assert done.wait(WAIT) and raised == []
+    assert done.wait(WAIT)
+    assert raised == []
     assert began.is_set()
     holder.join(WAIT)
     names = set(Author.objects.values_list("name", flat=True))
-    assert {"holder"} <= names and (second != "write_transaction" or "second" in names)
+    assert {"holder"} <= names
+    assert second != "write_transaction" or "second" in names
 
 
 def test_a_writer_gives_up_after_its_timeout_as_sqlite_does(lock_timeout: Callable[[float], None]) -> None:
     lock_timeout(0.3)
     holder = Holder()
     holder.start()
-    assert holder.inside.wait(WAIT) and holder.failure is None
+    assert holder.inside.wait(WAIT)
+    assert holder.failure is None
     started = time.monotonic()
 
     def write() -> None:
         with write_transaction():
             Author.objects.create(name="too late")
 
-    thread, done, raised = run_in_thread(write)
+    _thread, done, raised = run_in_thread(write)
     assert done.wait(WAIT)
     waited = time.monotonic() - started
     holder.release.set()
     holder.join(WAIT)
-    assert len(raised) == 1 and isinstance(raised[0], OperationalError), raised
+    assert len(raised) == 1, raised
+    assert isinstance(raised[0], OperationalError), raised
     assert "database is locked" in str(raised[0])
     assert 0.25 <= waited < 0.3 + 10, waited  # (slack above for a loaded machine)
     assert not Author.objects.filter(name="too late").exists()
@@ -137,7 +142,8 @@ def test_a_nested_block_does_not_wait_for_its_own_turn() -> None:
     """A ``write_transaction`` inside another (or inside ``atomic``) joins it: it must not wait for the
     turn its own thread holds."""
     _thread, done, raised = run_in_thread(lambda: _nested())
-    assert done.wait(WAIT) and raised == []
+    assert done.wait(WAIT)
+    assert raised == []
     assert Author.objects.filter(name="inner").exists()
 
 
