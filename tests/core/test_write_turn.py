@@ -52,7 +52,8 @@ class Holder(threading.Thread):
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
-        self.inside, self.release, self.failure = threading.Event(), threading.Event(), None
+        self.inside, self.release = threading.Event(), threading.Event()
+        self.failure: Exception | None = None
 
     def run(self) -> None:
         try:
