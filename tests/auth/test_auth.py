@@ -222,7 +222,8 @@ async def test_token_scopes_narrow_what_a_token_reaches(open_site: Fixtures) -> 
         assert refused.status_code == 403
         assert refused.headers["www-authenticate"] == (
             'Bearer error="insufficient_scope", scope="tool:whoami tool:lend", '
-            "error_description=\"Insufficient scope: the token does not reach the tool 'lend'; authorize tool:lend\""
+            "error_description=\"Insufficient scope: the token does not reach the tool 'lend'; "
+            'authorize tool:lend"'
         )  # no resource_metadata: this site has no authorization server
         assert refused.json()["id"] == 7
         assert refused.json()["error"]["code"] == -32005
