@@ -91,7 +91,8 @@ def insufficient_scope_challenge(
     """The ``WWW-Authenticate`` value of a 403 for too narrow a token (RFC 6750 section 3.1, MCP's scope
     challenge): ``error="insufficient_scope"``, the ``scope`` to ask for, and ``resource_metadata`` when an
     authorization server is configured."""
-    params = ['error="insufficient_scope"', f'scope="{scope}"']
+    tokens = [t for t in scope.split() if all("\x21" <= c <= "\x7e" and c not in '"\\' for c in t)]
+    params = ['error="insufficient_scope"', f'scope="{" ".join(tokens)}"']
     if oauth_enabled() and request is not None:
         params.append(f'resource_metadata="{metadata_url(request, resource_path)}"')
     text = "".join(c if " " <= c <= "~" and c not in '"\\' else "?" for c in description[:200])

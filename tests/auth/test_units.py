@@ -115,6 +115,8 @@ def test_the_insufficient_scope_challenge_cannot_carry_a_header_break() -> None:
     assert "\n" not in value
     assert value.count('"') == 6
     assert len(value) < 300
+    forged = insufficient_scope_challenge(None, "/mcp", 'tool:a "\r\nX: y tool:b', "d")
+    assert forged == 'Bearer error="insufficient_scope", scope="tool:a X: y tool:b", error_description="d"'
 
 
 # -- authentication and challenges -------------------------------------------------------------------------
