@@ -50,8 +50,20 @@ def target_of(ctx: Context) -> tuple[RegisteredHandler, str] | None:
     return (found[0], f"the resource {uri!r}") if found is not None else None
 
 
-async def _judge(ctx: Context) -> InsufficientScope | None:
+async def _permitted(entry: RegisteredHandler, ctx: Context) -> bool:
+    return entry.permission is None or bool(await call_handler(allowed, entry.permission, ctx.user))
+
+
+async def scope_refusal(ctx: Context) -> InsufficientScope | None:
+    """The refusal of ``ctx``'s request for the token's scopes, or ``None`` when it may run.
+
+    Costs next to nothing for a credential without scopes or a call they reach (no await); a permission
+    check (bounded by ``STORE_TIMEOUT``) only when they do not reach the target. A check that fails leaves
+    the request to its handler, which answers under the reply guarantee.
+    """
     auth = getattr(ctx.request, "auth", None)
+    if ctx.method not in SCOPED_METHODS or token_scopes(auth) is None:
+        return None
     target = target_of(ctx)
     if target is None:
         return None
@@ -59,22 +71,10 @@ async def _judge(ctx: Context) -> InsufficientScope | None:
     missing = missing_scopes(entry, auth)
     if missing is None:
         return None
-    if entry.permission is not None and not await call_handler(allowed, entry.permission, ctx.user):
-        return None  # the user may not use it: invisible, answered as unknown by its handler
-    return InsufficientScope(missing, granted_scopes(auth), what)
-
-
-async def scope_refusal(ctx: Context) -> InsufficientScope | None:
-    """The refusal of ``ctx``'s request for the token's scopes, or ``None`` when it may run.
-
-    Costs nothing for a credential without scopes; a permission check (bounded by ``STORE_TIMEOUT``) only
-    when the scopes do not reach the target. A check that fails leaves the request to its handler, which
-    answers under the reply guarantee.
-    """
-    if ctx.method not in SCOPED_METHODS or token_scopes(getattr(ctx.request, "auth", None)) is None:
-        return None
     try:
-        return await bounded(_judge(ctx), "database")
+        if not await bounded(_permitted(entry, ctx), "database"):
+            return None  # the user may not use it: invisible, answered as unknown by its handler
     except Exception:
         logger.warning("the scope check of %r (%s) failed", ctx.request_id, ctx.method, exc_info=True)
         return None
+    return InsufficientScope(missing, granted_scopes(auth), what)
