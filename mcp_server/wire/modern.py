@@ -16,7 +16,7 @@ from typing import Any
 
 from mcp_types.methods import CLIENT_REQUESTS
 
-from .errors import INVALID_PARAMS, METHOD_NOT_FOUND, TOO_MANY_TASKS, JSONRPCError
+from .errors import INSUFFICIENT_SCOPE, INVALID_PARAMS, METHOD_NOT_FOUND, TOO_MANY_TASKS, JSONRPCError
 from .versions import SUPPORTED_VERSIONS
 
 __all__ = [
@@ -92,6 +92,7 @@ _STATUS = {
     MISSING_CAPABILITY: 400,
     UNSUPPORTED_VERSION: 400,
     METHOD_NOT_FOUND: 404,
+    INSUFFICIENT_SCOPE: 403,
     TOO_MANY_TASKS: 429,
 }
 _MAX_SAFE_INT = 2**53 - 1
