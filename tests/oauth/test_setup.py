@@ -117,6 +117,6 @@ def test_the_endpoints_are_read_off_the_routing() -> None:
 
     other = MCPServer("other-for-walk", key="other-for-walk", title="Other")
     one = mcp_application(django_app, servers={"only/mcp": mcp})
-    assert [path for path, _title in _walk(one)] == ["/only/mcp", "/only/mcp"]
+    assert [path for path, _server in _walk(one)] == ["/only/mcp", "/only/mcp"]
     two = mcp_application(django_app, servers={"mcp": mcp, "x/mcp": other})
-    assert dict(_walk(two))["/x/mcp"] == "Other"
+    assert dict(_walk(two))["/x/mcp"] is other
