@@ -143,9 +143,25 @@ def _hosts(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and all(isinstance(h, str) and h for h in value)
 
 
-def _cimd_weakening(provider: dict[str, Any]) -> list[str]:
+SAFE_FETCHER = "oauth2_provider.cimd.SafeMetadataFetcher"
+
+
+def _hardened(fetcher: Any) -> bool:
+    """Whether ``fetcher`` (a class or its dotted path) is DOT's SSRF-hardened fetcher or a subclass."""
     from django.utils.module_loading import import_string
-    from oauth2_provider.cimd import SafeMetadataFetcher
+
+    if fetcher in {SAFE_FETCHER, "mcp_server.oauth.cimd.MetadataFetcher"}:
+        return True  # known without importing the toolkit's models
+    try:
+        cls = import_string(fetcher) if isinstance(fetcher, str) else fetcher
+    except ImportError:
+        return False
+    return isinstance(cls, type) and any(
+        f"{c.__module__}.{c.__qualname__}" == SAFE_FETCHER for c in cls.__mro__
+    )
+
+
+def _cimd_weakening(provider: dict[str, Any]) -> list[str]:
     from oauth2_provider.settings import DEFAULTS
 
     def get(key: str) -> Any:
@@ -154,13 +170,7 @@ def _cimd_weakening(provider: dict[str, Any]) -> list[str]:
     if not get("CIMD_ENABLED"):
         return []
     found = []
-    fetcher = get("CIMD_METADATA_FETCHER")
-    try:
-        fetcher = import_string(fetcher) if isinstance(fetcher, str) else fetcher
-        hardened = isinstance(fetcher, type) and issubclass(fetcher, SafeMetadataFetcher)
-    except ImportError:
-        hardened = False
-    if not hardened:
+    if not _hardened(get("CIMD_METADATA_FETCHER")):
         found.append(f"CIMD_METADATA_FETCHER {get('CIMD_METADATA_FETCHER')!r} is not a SafeMetadataFetcher")
     if not get("CIMD_FETCH_TIMEOUT_SECONDS") or get("CIMD_FETCH_TIMEOUT_SECONDS") > 10:
         found.append("CIMD_FETCH_TIMEOUT_SECONDS is not between 0 and 10 seconds")
