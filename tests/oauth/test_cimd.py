@@ -7,9 +7,11 @@ through ``SSL_CERT_FILE``. The official client signs in with one; bad documents 
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import httpx2
@@ -253,3 +255,44 @@ async def test_the_consent_page_names_where_each_identity_comes_from(
     assert "Use everything you may use on this MCP server, as you" in page.text
     assert 'name="allow" value="Allow"' in page.text
     assert 'value="Deny"' in page.text
+
+
+def test_the_consent_page_in_chromium_renders_and_deny_goes_back(
+    site: LiveServer, documents: DocumentServer
+) -> None:
+    from playwright.sync_api import Route, sync_playwright
+
+    from tests.admin.test_browser import CHROMIUM, CHROMIUM_ARGS
+    from tests.oauth.helpers import PASSWORD
+
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing (Debian package chromium)")
+    url = documents.publish("/clients/chromium.json", client_document("Chromium CIMD Client"))
+    landed: list[str] = []
+
+    def client_callback(route: Route) -> None:
+        landed.append(route.request.url)
+        route.fulfill(status=200, body="back at the client")
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            back = re.compile("^" + re.escape(REDIRECT))
+            page.route(back, client_callback)
+            page.goto(site.base + authorize_url(site, url))  # to the login first, then back here
+            page.fill("input[name=username]", "alice")
+            page.fill("input[name=password]", PASSWORD)
+            page.click("[type=submit]")
+            page.wait_for_selector("#authorizationForm")
+            assert "Chromium CIMD Client asks to use" in page.inner_text("h1")
+            assert "claimed by 127.0.0.1" in page.inner_text("#client-identity")
+            assert page.is_visible("input[value=Allow]")
+            page.click("input[value=Deny]")
+            page.wait_for_url(back, timeout=30_000)
+        finally:
+            browser.close()
+    assert len(landed) == 1
+    answer = {k: v[0] for k, v in parse_qs(urlsplit(landed[0]).query).items()}
+    assert answer["error"] == "access_denied"
+    assert answer["state"] == "s-123"
