@@ -160,7 +160,7 @@ class _Bounded:
         while len(body) < limit:
             if time.monotonic() > self.deadline:
                 raise dot_cimd.CIMDError("client_id document took longer than the fetch timeout")
-            chunk = self.response.read(min(_CHUNK, limit - len(body)))
+            chunk = self.response.read1(min(_CHUNK, limit - len(body)))  # what one recv brings
             if not chunk:
                 break
             body += chunk

@@ -2,7 +2,8 @@
 
 ``DocumentServer`` serves what a test puts in ``documents`` (path → status, content type, body), counts the
 fetches of each path, and serves ``/slow.json`` as a stall: headers and a first byte, then nothing until the
-test ends (``stalled`` is set once a fetch is stuck there). The site trusts the certificate through
+test ends (``stalled`` is set once a fetch is stuck there), and ``/drip.json`` as a body that drips a byte
+every 0.2 s. The site trusts the certificate through
 ``SSL_CERT_FILE`` in its environment (:attr:`DocumentServer.ca_file`), as OpenSSL reads it.
 """
 
@@ -102,6 +103,9 @@ class DocumentServer:
                     if path == "/slow.json":
                         self._stall()
                         return
+                    if path == "/drip.json":
+                        self._drip()
+                        return
                     status, content_type, body = server.documents.get(path, (404, "text/plain", b"none"))
                     self.send_response(status)
                     self.send_header("Content-Type", content_type)
@@ -120,6 +124,15 @@ class DocumentServer:
                 self.wfile.flush()
                 server.stalled.set()
                 server.release.wait(60)
+
+            def _drip(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", "100000")
+                self.end_headers()
+                while not server.release.wait(0.2):  # a byte every 0.2 s, never the whole body
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

@@ -225,6 +225,17 @@ async def test_a_stalling_document_is_refused_within_the_fetch_timeout(
     assert elapsed < TIMEOUT + 5, elapsed
 
 
+async def test_a_dripping_document_is_refused_at_the_fetch_deadline(
+    site: LiveServer, documents: DocumentServer, browser: Browser
+) -> None:
+    started = time.monotonic()
+    page = await browser.consent_page(authorize_url(site, documents.url("/drip.json")))
+    elapsed = time.monotonic() - started
+    assert documents.fetches["/drip.json"] == 1
+    _refused(page, "took longer than the fetch timeout")
+    assert elapsed < TIMEOUT + 5, elapsed
+
+
 async def test_the_consent_page_names_where_each_identity_comes_from(
     site: LiveServer, http: httpx.AsyncClient, browser: Browser
 ) -> None:
