@@ -153,3 +153,15 @@ def test_private_cimd_hosts_warn_outside_debug() -> None:
 def test_weakening_cimd_is_a_warning(weak: dict[str, Any]) -> None:
     assert ids(OAUTH2_PROVIDER={**SAFE_DEFAULTS, **weak}) == ["mcp_server.W067"]
     assert ids(OAUTH2_PROVIDER={**SAFE_DEFAULTS, **weak, "CIMD_ENABLED": False}) == []
+
+
+def test_server_icons_are_in_server_info_and_a_servers_own_win() -> None:
+    from mcp_server import MCPServer
+    from mcp_server.protocol.lifecycle import server_info
+
+    site_icon = [{"src": "https://example.org/site.png"}]
+    own_icon = [{"src": "https://example.org/own.png", "sizes": ["48x48"]}]
+    with override_settings(MCP_SERVER={"SERVER_ICONS": site_icon}):
+        assert server_info(MCPServer("plain-icons", key="plain-icons"))["icons"] == site_icon
+        assert server_info(MCPServer("own-icons", key="own-icons", icons=own_icon))["icons"] == own_icon
+    assert "icons" not in server_info(MCPServer("no-icons", key="no-icons"))
