@@ -15,6 +15,7 @@ DEFAULTS: dict[str, Any] = {
     "SERVER_NAME": "django-mcp",
     "SERVER_VERSION": "0.1.0",
     "SERVER_TITLE": None,
+    "SERVER_ICONS": None,
     "INSTRUCTIONS": None,
     "RESPONSE_MODE": "auto",
     "ALLOWED_HOSTS": None,
@@ -42,6 +43,8 @@ DEFAULTS: dict[str, Any] = {
     "OAUTH_AUTHORIZATION_SERVERS": [],
     "OAUTH_RESOURCE_METADATA": {},
     "OAUTH_THROTTLE": {"token": 60, "register": 20},
+    "OAUTH_CIMD_HOSTS": None,
+    "OAUTH_CIMD_PRIVATE_HOSTS": [],
     "SESSION_RETENTION": 3600.0,
     "MAX_CLIENT_METADATA_BYTES": 16 * 1024,
     "MAX_SESSIONS_PER_CLIENT": None,
@@ -81,6 +84,8 @@ class MCPSettings:
     SERVER_NAME: str
     SERVER_VERSION: str
     SERVER_TITLE: str | None
+    SERVER_ICONS: list[dict[str, Any]] | None
+    """``serverInfo.icons`` (MCP ``Icon`` objects: ``src``, ``mimeType``, ``sizes``); on the consent page."""
     INSTRUCTIONS: str | None
     RESPONSE_MODE: str
     ALLOWED_HOSTS: list[str] | None
@@ -108,6 +113,10 @@ class MCPSettings:
     OAUTH_THROTTLE: dict[str, int] | None
     """Requests per minute per client address to the site's own token and registration endpoints
     (``mcp_server.oauth``); ``None`` or a missing key: no limit."""
+    OAUTH_CIMD_HOSTS: list[str] | None
+    """Hosts whose Client ID Metadata Documents are accepted (``ALLOWED_HOSTS`` syntax); ``None``: any."""
+    OAUTH_CIMD_PRIVATE_HOSTS: list[str]
+    """CIMD hosts that may resolve to private or loopback addresses (tests, an intranet); default none."""
     SESSION_RETENTION: float
     MAX_CLIENT_METADATA_BYTES: int
     MAX_SESSIONS_PER_CLIENT: int | None

@@ -26,8 +26,8 @@ class MCPServer:
     ``name`` is what clients see (``serverInfo.name``; default: the ``SERVER_NAME`` setting), as in the
     official SDK's ``MCPServer("library")``. ``key`` identifies the server among the site's servers: its
     sessions belong to it alone, so each routed server needs its own (default: ``name``, else
-    ``"default"``). ``title``, ``version`` and ``instructions`` override the ``SERVER_TITLE``,
-    ``SERVER_VERSION`` and ``INSTRUCTIONS`` settings in this server's ``initialize`` answer.
+    ``"default"``). ``title``, ``version``, ``instructions`` and ``icons`` override the ``SERVER_TITLE``,
+    ``SERVER_VERSION``, ``INSTRUCTIONS`` and ``SERVER_ICONS`` settings in this server's ``initialize`` answer.
     """
 
     def __init__(
@@ -38,8 +38,10 @@ class MCPServer:
         title: str | None = None,
         version: str | None = None,
         instructions: str | None = None,
+        icons: list[dict[str, Any]] | None = None,
     ) -> None:
         self.name = name
+        self.icons = icons
         self.key = key or name or "default"
         self.title = title
         self.version = version

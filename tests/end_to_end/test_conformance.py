@@ -89,7 +89,7 @@ async def test_the_authorization_command_passes_against_the_demos_authorization_
 ) -> None:
     """``conformance authorization`` (0.2.0-alpha.12): the RFC 8414 metadata scenario, then the authorization
     code grant, whose authorize URL a person (alice, signing in at the site's login) allows on the consent
-    page. Every check passes; the one warning is the CIMD one, and only while CIMD is not advertised."""
+    page. Every check passes, the CIMD one too (the metadata advertises it), and there is no warning."""
     site = start_oauth_server(tmp_path / "site")
     try:
         run = await run_authorization(site, tmp_path / "results")
@@ -98,7 +98,9 @@ async def test_the_authorization_command_passes_against_the_demos_authorization_
     report = f"{run.table()}\n\n{run.output}"
     counts = {s.scenario: s for s in run.scenarios}
     assert sorted(counts) == sorted(SCENARIOS), report
-    assert counts["authorization-server-metadata-endpoint"].passed == 1, report
+    cimd = run.metadata.get("client_id_metadata_document_supported") is True  # its own check when advertised
+    assert cimd, report  # the demo advertises CIMD (mcp_server.oauth.defaults)
+    assert counts["authorization-server-metadata-endpoint"].passed == 2, report
     assert counts["authorization-code-grant"].passed == 1, report  # code, state, iss, token response
     assert not run.failures, report
     assert sorted(run.warnings) == allowed_warnings(run.metadata), report
