@@ -201,6 +201,7 @@ class LedgerEntryAdmin(LedgerEntryModelAdmin):
         "revision",
         "session_link",
         "user",
+        "oauth_app",
         "worker_id",
     )
     """Narrow enough for a 1400 px window beside the admin's sidebars: the deadline is on each request's page,
@@ -208,8 +209,17 @@ class LedgerEntryAdmin(LedgerEntryModelAdmin):
     (``changelist.css``)."""
     list_display_links = ("request",)
     list_filter = ("state", "method", AgeFilter)
-    search_fields = ("request_key", "long_id", "method", "session__id", "round_of", "client")
-    search_help_text = "Request id, method, session id or client."
+    search_fields = (
+        "request_key",
+        "long_id",
+        "method",
+        "session__id",
+        "round_of",
+        "client",
+        "oauth_client_id",
+        "oauth_client_name",
+    )
+    search_help_text = "Request id, method, session id, client, or OAuth client name or id."
     readonly_fields = [f.name for f in LedgerEntry._meta.get_fields() if f.concrete]
     list_select_related = ("user",)
     list_deferred = ("outcome",)
@@ -249,6 +259,14 @@ class LedgerEntryAdmin(LedgerEntryModelAdmin):
     @admin.display(description="revision", ordering="protocol_version")
     def revision(self, obj: LedgerEntry) -> str:
         return obj.protocol_version or "-"
+
+    @admin.display(description="OAuth app", ordering="oauth_client_name")
+    def oauth_app(self, obj: LedgerEntry) -> str:
+        """The OAuth client that sent the request (its id in the tooltip), ``-`` for other callers."""
+        if not obj.oauth_client_id:
+            return "-"
+        name = obj.oauth_client_name or obj.oauth_client_id
+        return format_html('<span class="mcp-cut" title="{}">{}</span>', obj.oauth_client_id, name)
 
     @admin.display(description="worker", ordering="worker")
     def worker_id(self, obj: LedgerEntry) -> str:

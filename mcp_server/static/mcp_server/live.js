@@ -135,7 +135,7 @@
       tr.appendChild(td);
       cells.box = box;
     }
-    for (const key of ["id", "age", "method", "name", "session", "client", "user", "worker", "deadline"]) {
+    for (const key of ["id", "age", "method", "name", "session", "client", "user", "oauth", "worker", "deadline"]) {
       const cell = document.createElement(key === "id" ? "th" : "td");
       cell.className = "field-" + key;
       tr.appendChild(cell);
@@ -152,6 +152,10 @@
     cells.name.textContent = row.name || "–";
     cells.client.textContent = row.client || "–";
     cells.user.textContent = row.user || "–";
+    cells.oauth.textContent = row.oauth_client || "–";
+    if (row.oauth_client_id) {
+      cells.oauth.title = row.oauth_client_id;
+    }
     cells.worker.textContent = row.worker;
     return { tr, cells };
   }
