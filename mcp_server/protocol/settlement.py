@@ -24,8 +24,8 @@ from django.utils import timezone
 
 from ..core.records import (
     CLIENT_LENGTH,
-    OAUTH_CLIENT_LENGTH,
     NAME_LENGTH,
+    OAUTH_CLIENT_LENGTH,
     DuplicateRequest,
     LedgerRecord,
     long_id_of,
@@ -225,8 +225,9 @@ class RequestTable:
         request may have (see :func:`~mcp_server.wire.jsonrpc.id_problem`; the transports refuse it first).
 
         A request whose cancel arrived first (I9) is settled as cancelled at once: it never runs.
-        ``round_of`` links a retry to the ``input_required`` round it answers (2026-07-28); ``oauth_client``
-        is ``(client_id, name)`` of the OAuth client that sent it (see :func:`~mcp_server.auth.base.oauth_client_of`).
+        ``round_of`` links a retry to the ``input_required`` round it answers (2026-07-28).
+        ``oauth_client``: ``(client_id, name)`` of the OAuth client that sent it
+        (:func:`~mcp_server.auth.base.oauth_client_of`).
         """
         if (problem := id_problem(request_id)) is not None:
             raise JSONRPCError(INVALID_REQUEST, f"Invalid request: {problem}")
