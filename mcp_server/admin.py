@@ -200,8 +200,7 @@ class LedgerEntryAdmin(LedgerEntryModelAdmin):
         "handler",
         "revision",
         "session_link",
-        "user",
-        "oauth_app",
+        "caller",
         "worker_id",
     )
     """Narrow enough for a 1400 px window beside the admin's sidebars: the deadline is on each request's page,
@@ -260,13 +259,19 @@ class LedgerEntryAdmin(LedgerEntryModelAdmin):
     def revision(self, obj: LedgerEntry) -> str:
         return obj.protocol_version or "-"
 
-    @admin.display(description="OAuth app", ordering="oauth_client_name")
-    def oauth_app(self, obj: LedgerEntry) -> str:
-        """The OAuth client that sent the request (its id in the tooltip), ``-`` for other callers."""
+    @admin.display(description="user", ordering="user")
+    def caller(self, obj: LedgerEntry) -> str:
+        """The user; under it, the OAuth client that sent the request (its id in the tooltip), if any."""
+        user = str(obj.user) if obj.user_id is not None and obj.user is not None else "-"
         if not obj.oauth_client_id:
-            return "-"
+            return user
         name = obj.oauth_client_name or obj.oauth_client_id
-        return format_html('<span class="mcp-cut" title="{}">{}</span>', obj.oauth_client_id, name)
+        return format_html(
+            '{}<br><span class="mcp-cut mcp-oauth" title="OAuth client {}">via {}</span>',
+            user,
+            obj.oauth_client_id,
+            name,
+        )
 
     @admin.display(description="worker", ordering="worker")
     def worker_id(self, obj: LedgerEntry) -> str:

@@ -141,7 +141,7 @@ def test_the_list_names_the_oauth_client_and_finds_its_requests(admin_client: Cl
     make_entry(1, oauth_client_id="dcr-client-9f3a", oauth_client_name="Claude")
     make_entry(2)  # an mcp_ token's or a session's request: no OAuth client
     page = admin_client.get(CHANGELIST).content.decode()
-    assert '<span class="mcp-cut" title="dcr-client-9f3a">Claude</span>' in page
+    assert '<span class="mcp-cut mcp-oauth" title="OAuth client dcr-client-9f3a">via Claude</span>' in page
     assert listed(admin_client.get(CHANGELIST, {"q": "Claude"})) == [1]
     assert listed(admin_client.get(CHANGELIST, {"q": "dcr-client-9f3a"})) == [1]
 

@@ -135,7 +135,7 @@
       tr.appendChild(td);
       cells.box = box;
     }
-    for (const key of ["id", "age", "method", "name", "session", "client", "user", "oauth", "worker", "deadline"]) {
+    for (const key of ["id", "age", "method", "name", "session", "client", "user", "worker", "deadline"]) {
       const cell = document.createElement(key === "id" ? "th" : "td");
       cell.className = "field-" + key;
       tr.appendChild(cell);
@@ -152,9 +152,12 @@
     cells.name.textContent = row.name || "–";
     cells.client.textContent = row.client || "–";
     cells.user.textContent = row.user || "–";
-    cells.oauth.textContent = row.oauth_client || "–";
     if (row.oauth_client_id) {
-      cells.oauth.title = row.oauth_client_id;
+      const via = document.createElement("span");
+      via.className = "mcp-live-oauth";
+      via.title = "OAuth client " + row.oauth_client_id;
+      via.textContent = "via " + row.oauth_client;
+      cells.user.append(document.createElement("br"), via);
     }
     cells.worker.textContent = row.worker;
     return { tr, cells };
