@@ -200,7 +200,7 @@ class LedgerEntryAdmin(LedgerEntryModelAdmin):
         "handler",
         "revision",
         "session_link",
-        "user",
+        "caller",
         "worker_id",
     )
     """Narrow enough for a 1400 px window beside the admin's sidebars: the deadline is on each request's page,
@@ -208,8 +208,17 @@ class LedgerEntryAdmin(LedgerEntryModelAdmin):
     (``changelist.css``)."""
     list_display_links = ("request",)
     list_filter = ("state", "method", AgeFilter)
-    search_fields = ("request_key", "long_id", "method", "session__id", "round_of", "client")
-    search_help_text = "Request id, method, session id or client."
+    search_fields = (
+        "request_key",
+        "long_id",
+        "method",
+        "session__id",
+        "round_of",
+        "client",
+        "oauth_client_id",
+        "oauth_client_name",
+    )
+    search_help_text = "Request id, method, session id, client, or OAuth client name or id."
     readonly_fields = [f.name for f in LedgerEntry._meta.get_fields() if f.concrete]
     list_select_related = ("user",)
     list_deferred = ("outcome",)
@@ -249,6 +258,20 @@ class LedgerEntryAdmin(LedgerEntryModelAdmin):
     @admin.display(description="revision", ordering="protocol_version")
     def revision(self, obj: LedgerEntry) -> str:
         return obj.protocol_version or "-"
+
+    @admin.display(description="user", ordering="user")
+    def caller(self, obj: LedgerEntry) -> str:
+        """The user; under it, the OAuth client that sent the request (its id in the tooltip), if any."""
+        user = str(obj.user) if obj.user_id is not None and obj.user is not None else "-"
+        if not obj.oauth_client_id:
+            return user
+        name = obj.oauth_client_name or obj.oauth_client_id
+        return format_html(
+            '{}<br><span class="mcp-cut mcp-oauth" title="OAuth client {}">via {}</span>',
+            user,
+            obj.oauth_client_id,
+            name,
+        )
 
     @admin.display(description="worker", ordering="worker")
     def worker_id(self, obj: LedgerEntry) -> str:

@@ -123,6 +123,20 @@ class LedgerEntry(models.Model):
         default="",
         help_text=_("Name and version the client gave (at 2026-07-28 each request names its client)."),
     )
+    oauth_client_id = models.CharField(
+        _("OAuth client id"),
+        max_length=255,
+        blank=True,
+        default="",
+        help_text=_("The OAuth client whose access token authenticated the request (empty: none)."),
+    )
+    oauth_client_name = models.CharField(
+        _("OAuth client"),
+        max_length=255,
+        blank=True,
+        default="",
+        help_text=_("That client's registered name."),
+    )
     round_of = models.CharField(
         _("answers round"),
         max_length=64,

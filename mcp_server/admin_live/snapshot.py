@@ -87,6 +87,8 @@ async def _rows(records: list[LedgerRecord], now: datetime) -> list[dict[str, An
                 "session": record.session_id or "",
                 "client": record.client or clients.get(record.session_id or "", ""),
                 "user": users.get(record.user_id, "") if record.user_id is not None else "",
+                "oauth_client": record.oauth_client_name or record.oauth_client_id,
+                "oauth_client_id": record.oauth_client_id,
                 "worker": record.worker,
                 "created": created.isoformat(),
                 "age": round((now - created).total_seconds(), 1),

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.http import HttpRequest
 
-__all__ = ["AuthResult", "AuthenticationFailed", "BaseAuthentication"]
+__all__ = ["AuthResult", "AuthenticationFailed", "BaseAuthentication", "oauth_client_of"]
 
 AuthResult = tuple[Any, Any]
 """``(user, auth)``: the Django user, and what authenticated it (a token, or ``None``)."""
@@ -41,3 +41,18 @@ class BaseAuthentication:
     def authenticate_header(self, request: HttpRequest) -> str | None:
         """The ``WWW-Authenticate`` challenge of a 401 (e.g. ``'Bearer realm="mcp"'``), or ``None``."""
         return None
+
+
+def oauth_client_of(auth: Any) -> tuple[str, str]:
+    """``(client_id, name)`` of the OAuth client an ``auth`` result stands for, ``("", "")`` for none.
+
+    What the ledger records of a request's OAuth client, next to its user: an ``auth`` that names one has
+    string attributes ``client_id`` and ``client_name`` (the site's own authorization server's
+    ``OAuthGrant`` does), read as they are, with no query. Layers below the authorization server know only
+    this shape, never its classes.
+    """
+    client_id = getattr(auth, "client_id", None)
+    if not isinstance(client_id, str) or not client_id:
+        return "", ""
+    name = getattr(auth, "client_name", "")
+    return client_id, name if isinstance(name, str) else ""

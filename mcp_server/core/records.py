@@ -25,6 +25,7 @@ __all__ = [
     "CLIENT_LENGTH",
     "KEY_LENGTH",
     "NAME_LENGTH",
+    "OAUTH_CLIENT_LENGTH",
     "DuplicateRequest",
     "Ledger",
     "LedgerRecord",
@@ -37,9 +38,11 @@ __all__ = [
 ]
 
 NAME_LENGTH = 300
+"""What the ledger keeps of the tool, prompt or resource a request names (characters)."""
 CLIENT_LENGTH = 200
 """Characters of ``"name version"`` the ledger keeps of a client."""
-"""What the ledger keeps of the tool, prompt or resource a request names (characters)."""
+OAUTH_CLIENT_LENGTH = 255
+"""Characters the ledger keeps of an OAuth client's id (a CIMD URL) and of its name."""
 
 
 KEY_LENGTH = 200
@@ -128,6 +131,11 @@ class LedgerRecord:
     """``"name version"`` of the client that sent it (at 2026-07-28 from the request's own ``clientInfo``)."""
     long_id: str = ""
     """The whole id of a request keyed by its hash (see :func:`request_key`), else ``""``."""
+    oauth_client_id: str = ""
+    """The OAuth client whose access token authenticated the request (``""``: none), as the user is
+    recorded: a plain value read off the authentication result the request already carries."""
+    oauth_client_name: str = ""
+    """That client's registered name."""
 
     @property
     def request_id(self) -> str | int:
@@ -151,6 +159,8 @@ def make_storable(record: LedgerRecord) -> None:
     record.channel = storable(record.channel, 200)
     record.protocol_version = storable(record.protocol_version, 20)
     record.client = storable(record.client, CLIENT_LENGTH)
+    record.oauth_client_id = storable(record.oauth_client_id, OAUTH_CLIENT_LENGTH)
+    record.oauth_client_name = storable(record.oauth_client_name, OAUTH_CLIENT_LENGTH)
     record.outcome = storable_outcome(record.outcome)
 
 

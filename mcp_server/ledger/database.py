@@ -39,6 +39,8 @@ def _row_values(record: LedgerRecord) -> dict[str, Any]:
         "round_of": record.round_of,
         "client": record.client,
         "long_id": record.long_id,
+        "oauth_client_id": record.oauth_client_id,
+        "oauth_client_name": record.oauth_client_name,
     }
 
 
@@ -62,6 +64,8 @@ def _record(row: Any) -> LedgerRecord:
         protocol_version=row.protocol_version,
         client=row.client,
         long_id=row.long_id,
+        oauth_client_id=row.oauth_client_id,
+        oauth_client_name=row.oauth_client_name,
     )
 
 
@@ -83,6 +87,8 @@ COLUMNS = (
     "round_of",
     "client",
     "long_id",
+    "oauth_client_id",
+    "oauth_client_name",
 )
 """The columns a batch writes, in ``LedgerRecord``'s names (they are the model's attribute names too)."""
 
@@ -272,6 +278,8 @@ class DatabaseLedger(Ledger):
                 round_of=record.round_of,
                 client=record.client,
                 long_id=record.long_id,
+                oauth_client_id=record.oauth_client_id,
+                oauth_client_name=record.oauth_client_name,
             )
         except IntegrityError as exc:
             raise DuplicateRequest(record.request_key) from exc

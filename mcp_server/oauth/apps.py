@@ -18,7 +18,8 @@ class OAuthConfig(AppConfig):
         from django.core.checks import Tags, register
 
         from .checks import check_oauth_server
-        from .defaults import apply_safe_defaults
+        from .defaults import apply_safe_defaults, install_admin_classes
 
         register(check_oauth_server, Tags.security)
         apply_safe_defaults()
+        install_admin_classes()

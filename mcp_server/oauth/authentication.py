@@ -14,6 +14,7 @@ from ..auth.models import TOKEN_PREFIX
 from ..auth.oauth import resource_url
 from ..auth.tokens import bearer_token
 from .scopes import token_scopes
+from .usage import note_use
 from .validators import exact_resource
 
 __all__ = ["OAuthGrant", "OAuthTokenAuthentication"]
@@ -71,6 +72,7 @@ class OAuthTokenAuthentication(BaseAuthentication):
             client_id=getattr(application, "client_id", ""),
             client_name=getattr(application, "name", ""),
         )
+        note_use(token)  # "last used", at most once a minute per token, written behind
         return token.user, grant
 
     def authenticate_header(self, request: HttpRequest) -> str | None:

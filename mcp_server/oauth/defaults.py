@@ -9,11 +9,12 @@ puts :data:`SAFE_DEFAULTS` under the site's own ``OAUTH2_PROVIDER``: a key the s
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from django.conf import settings
 
-__all__ = ["REDIRECT_SCHEMES", "SAFE_DEFAULTS", "apply_safe_defaults"]
+__all__ = ["REDIRECT_SCHEMES", "SAFE_DEFAULTS", "apply_safe_defaults", "install_admin_classes"]
 
 REDIRECT_SCHEMES = ["https", "http", "cursor", "vscode", "vscode-insiders", "windsurf", "claude"]
 """Redirect URI schemes registrations may use: https, http on loopback only, and native clients' own."""
@@ -57,6 +58,12 @@ SAFE_DEFAULTS: dict[str, Any] = {
     "SCOPES_BACKEND_CLASS": "mcp_server.oauth.scopes.MCPScopes",
     "OAUTH2_VALIDATOR_CLASS": "mcp_server.oauth.validators.MCPOAuth2Validator",
     "RESOURCE_SERVER_TOKEN_RESOURCE_VALIDATOR": "mcp_server.oauth.validators.exact_resource",
+    # The admin: who holds which token of which client, with Revoke actions (oauth/admin_classes.py)
+    "APPLICATION_ADMIN_CLASS": "mcp_server.oauth.admin_classes.ApplicationAdmin",
+    "ACCESS_TOKEN_ADMIN_CLASS": "mcp_server.oauth.admin_classes.AccessTokenAdmin",
+    "REFRESH_TOKEN_ADMIN_CLASS": "mcp_server.oauth.admin_classes.RefreshTokenAdmin",
+    "GRANT_ADMIN_CLASS": "mcp_server.oauth.admin_classes.GrantAdmin",
+    "ID_TOKEN_ADMIN_CLASS": "mcp_server.oauth.admin_classes.IDTokenAdmin",
 }
 
 
@@ -67,3 +74,34 @@ def apply_safe_defaults() -> None:
     user: dict[str, Any] = dict(getattr(settings, "OAUTH2_PROVIDER", None) or {})
     settings.OAUTH2_PROVIDER = {**SAFE_DEFAULTS, **user}
     oauth2_settings.reload()
+
+
+ADMIN_CLASSES = {
+    "APPLICATION_ADMIN_CLASS": "get_application_model",
+    "ACCESS_TOKEN_ADMIN_CLASS": "get_access_token_model",
+    "REFRESH_TOKEN_ADMIN_CLASS": "get_refresh_token_model",
+    "GRANT_ADMIN_CLASS": "get_grant_model",
+    "ID_TOKEN_ADMIN_CLASS": "get_id_token_model",
+}
+
+
+def install_admin_classes() -> None:
+    """Register DOT's models with the admin classes its settings name now.
+
+    DOT's admin module registers them when the admin autodiscovers, which runs before this app's ``ready``
+    when ``django.contrib.admin`` is listed first (as usual): it read the settings before
+    :func:`apply_safe_defaults`. Nothing to do when it has not run yet: it will read them as they are now.
+    """
+    if "oauth2_provider.admin" not in sys.modules:
+        return
+    from django.contrib import admin
+    from oauth2_provider import models
+    from oauth2_provider.settings import oauth2_settings
+
+    for setting, getter in ADMIN_CLASSES.items():
+        model = getattr(models, getter)()
+        wanted = getattr(oauth2_settings, setting)
+        registered = admin.site._registry.get(model)
+        if registered is not None and type(registered) is not wanted:
+            admin.site.unregister(model)
+            admin.site.register(model, wanted)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcp_types.methods import serialize_server_result
 
+from ..auth.base import oauth_client_of
 from ..conf import DEFAULTS, mcp_settings
 from ..core.context import LOG_LEVELS, Context, SessionState
 from ..sessions import refuse_large_metadata
@@ -175,7 +176,7 @@ async def _not_sent(entry: PendingRequest, response: dict[str, Any] | None) -> N
 
 
 async def record_refusal(
-    runtime: Runtime, message: JSONRPCRequest, error: JSONRPCError, *, user: Any
+    runtime: Runtime, message: JSONRPCRequest, error: JSONRPCError, *, user: Any, auth: Any = None
 ) -> None:
     """Record a 2026 request the ladder refused, settled with its error (as a handshake-era request the
     dispatch refuses is). A ledger that cannot take it is logged: the refusal is answered all the same."""
@@ -192,6 +193,7 @@ async def record_refusal(
             user_id=getattr(user, "pk", None),
             lease=float(mcp_settings.LEASE_TIMEOUT),
             protocol_version=version if isinstance(version, str) else "",
+            oauth_client=oauth_client_of(auth),
         )
         await runtime.requests.settle(entry, ANSWERED, error_response(message.id, error))
     except Exception:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from mcp_types.methods import serialize_server_result, validate_client_request
 from pydantic import ValidationError
 
+from ..auth.base import oauth_client_of
 from ..conf import mcp_settings
 from ..core.context import Context, SessionState, client_label
 from ..core.stores import StoreUnavailable, bounded
@@ -49,6 +50,7 @@ async def answer_initialize(
     transport: str = "http",
     stateless: bool = False,
     client_address: str = "",
+    auth: Any = None,
 ) -> tuple[dict[str, Any], Session | None]:
     """Negotiate the revision, store the session (unless ``stateless``) and record ``initialize``.
 
@@ -83,6 +85,7 @@ async def answer_initialize(
             lease=float(mcp_settings.LEASE_TIMEOUT),
             protocol_version=version,
             client=client_label(params.get("clientInfo")),
+            oauth_client=oauth_client_of(auth),
         )
         result = serialize_server_result("initialize", version, initialize_result(server, params))
         response = result_response(message.id, result)
@@ -146,6 +149,7 @@ async def start_request(
         protocol_version=session.protocol_version,
         round_of=previous_round(ctx),
         client=session.client_label,
+        oauth_client=oauth_client_of(getattr(request, "auth", None)),
     )
     peer.entry = entry
     ctx.claim = RequestClaim(runtime.requests, entry, ctx)

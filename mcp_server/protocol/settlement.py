@@ -25,6 +25,7 @@ from django.utils import timezone
 from ..core.records import (
     CLIENT_LENGTH,
     NAME_LENGTH,
+    OAUTH_CLIENT_LENGTH,
     DuplicateRequest,
     LedgerRecord,
     long_id_of,
@@ -218,12 +219,15 @@ class RequestTable:
         protocol_version: str = "",
         round_of: str = "",
         client: str = "",
+        oauth_client: tuple[str, str] = ("", ""),
     ) -> PendingRequest:
         """Take an arriving request. Raises -32600 for an id pending in the same session, or one no
         request may have (see :func:`~mcp_server.wire.jsonrpc.id_problem`; the transports refuse it first).
 
         A request whose cancel arrived first (I9) is settled as cancelled at once: it never runs.
         ``round_of`` links a retry to the ``input_required`` round it answers (2026-07-28).
+        ``oauth_client``: ``(client_id, name)`` of the OAuth client that sent it
+        (:func:`~mcp_server.auth.base.oauth_client_of`).
         """
         if (problem := id_problem(request_id)) is not None:
             raise JSONRPCError(INVALID_REQUEST, f"Invalid request: {problem}")
@@ -246,6 +250,8 @@ class RequestTable:
             round_of=round_of,
             client=storable(client, CLIENT_LENGTH),
             long_id=long_id_of(request_id, key),
+            oauth_client_id=storable(oauth_client[0], OAUTH_CLIENT_LENGTH),
+            oauth_client_name=storable(oauth_client[1], OAUTH_CLIENT_LENGTH),
         )
         entry = PendingRequest(record=record, request_id=request_id, deliver=deliver)
         try:

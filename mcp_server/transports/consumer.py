@@ -251,7 +251,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
     async def _modern_post(self, headers: Headers, body: bytes, request: ASGIRequest) -> None:
         """A 2026-07-28 POST: one request, served statelessly under the reply guarantee."""
         reading = ModernPost(self.server, self.scope.get("headers", []))
-        message, session = await reading.read(headers, body, self.runtime, self.user)
+        message, session = await reading.read(headers, body, self.runtime, self.user, self.auth)
         if message is None:
             await self.send({"type": "http.response.start", "status": 202, "headers": [content_length(b"")]})
             await self.send({"type": "http.response.body", "body": b"", "more_body": False})

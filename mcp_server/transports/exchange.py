@@ -209,6 +209,7 @@ class PostExchange:
             user=self.user,
             stateless=self.stateless,
             client_address=address,
+            auth=getattr(self.request, "auth", None),
         )
         if session is not None:
             self.headers.append((SESSION_HEADER, session.id.encode()))

@@ -59,7 +59,7 @@ class ModernPost:
         self.raw_headers = list(raw_headers)
 
     async def read(
-        self, headers: Headers, body: bytes, runtime: Runtime, user: Any
+        self, headers: Headers, body: bytes, runtime: Runtime, user: Any, auth: Any = None
     ) -> tuple[JSONRPCRequest | None, Any]:
         """``(request, session)`` for a request, ``(None, None)`` for a notification (202).
 
@@ -85,7 +85,7 @@ class ModernPost:
                 size=len(body),
             )
         except JSONRPCError as exc:
-            await record_refusal(runtime, message, exc, user=user)
+            await record_refusal(runtime, message, exc, user=user, auth=auth)
             raise HTTPProblem(
                 http_status(exc.code), exc.message, code=exc.code, request_id=message.id, data=exc.data
             ) from exc

@@ -49,6 +49,7 @@ def make_entry(
     method: str = "tools/call",
     name: str = "slow",
     age: float = 5.0,
+    **extra: Any,
 ) -> LedgerEntry:
     created = timezone.now() - timedelta(seconds=age)
     settled = state != State.PENDING
@@ -63,6 +64,7 @@ def make_entry(
         state=state,
         settled_at=created + timedelta(seconds=1) if settled else None,
         outcome={"result": True} if settled else None,
+        **extra,
     )
 
 
@@ -132,6 +134,16 @@ def test_search_by_request_id_method_and_session(admin_client: Client) -> None:
     assert listed(admin_client.get(CHANGELIST, {"q": "77"})) == [77]
     assert listed(admin_client.get(CHANGELIST, {"q": "prompts/get"})) == [77]
     assert listed(admin_client.get(CHANGELIST, {"q": "s-first"})) == ["req-alpha"]
+
+
+@pytest.mark.django_db
+def test_the_list_names_the_oauth_client_and_finds_its_requests(admin_client: Client) -> None:
+    make_entry(1, oauth_client_id="dcr-client-9f3a", oauth_client_name="Claude")
+    make_entry(2)  # an mcp_ token's or a session's request: no OAuth client
+    page = admin_client.get(CHANGELIST).content.decode()
+    assert '<span class="mcp-cut mcp-oauth" title="OAuth client dcr-client-9f3a">via Claude</span>' in page
+    assert listed(admin_client.get(CHANGELIST, {"q": "Claude"})) == [1]
+    assert listed(admin_client.get(CHANGELIST, {"q": "dcr-client-9f3a"})) == [1]
 
 
 @pytest.mark.django_db
@@ -336,7 +348,9 @@ async def test_socket_sends_snapshots_to_a_viewer(django_user_model: Any) -> Non
 
     viewer = await sync_to_async(user_with)(django_user_model, "ws-viewer", "mcp_server.view_ledgerentry")
     session = await sync_to_async(make_session)("s-live", client_name="inspector", client_version="0.9")
-    entry = await sync_to_async(make_entry)(5, session=session, name="slow", age=3)
+    entry = await sync_to_async(make_entry)(
+        5, session=session, name="slow", age=3, oauth_client_id="cid-7", oauth_client_name="Claude"
+    )
     await sync_to_async(make_entry)(6, session=session, state=State.ANSWERED, age=30)
     snapshots.reset()
     connected, communicator = await connect_as(viewer)
@@ -351,6 +365,7 @@ async def test_socket_sends_snapshots_to_a_viewer(django_user_model: Any) -> Non
         assert row["id"] == "5"
         assert row["name"] == "slow"
         assert row["client"] == "inspector 0.9"
+        assert (row["oauth_client"], row["oauth_client_id"]) == ("Claude", "cid-7")
         assert row["age"] >= 3
         assert len(snapshot["history"]) == 60
         assert snapshot["history"][-1]["pending"] == 1

@@ -109,6 +109,22 @@ async def test_prune_removes_only_old_settled_entries(ledger: Ledger, session_id
     assert [r.pk for r in await ledger.apending(session_id)] == [pending.pk]
 
 
+async def test_both_backends_keep_the_oauth_client_of_a_request(ledger: Ledger, session_id: str) -> None:
+    client = {"oauth_client_id": "https://app.example/client.json", "oauth_client_name": "Claude \u00e9"}
+    opened = await ledger.aopen(record(session_id, 1, **client))
+    now = timezone.now()
+    settled = record(session_id, 2, state=State.ANSWERED, created=now, settled_at=now, **client)
+    assert await ledger.awrite_batch([settled], []) == []  # the writer's path: one batch of rows
+    [listed] = await ledger.apending(session_id)
+    for stored in (listed, await ledger.aget(opened), await ledger.aget(settled)):
+        assert stored is not None
+        assert (stored.oauth_client_id, stored.oauth_client_name) == tuple(client.values())
+    other = await ledger.aopen(record(session_id, 3))  # a request of no OAuth client
+    found = await ledger.aget(other)
+    assert found is not None
+    assert (found.oauth_client_id, found.oauth_client_name) == ("", "")
+
+
 async def test_cache_listing_never_skips_a_record_still_being_opened() -> None:
     caches["default"].clear()
     ledger = CacheLedger({"RETENTION": 60, "LEASE_TIMEOUT": 30})

@@ -9,41 +9,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
-import httpx2
 import pytest
-from mcp import Client
-from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from tests.live import LiveServer
-from tests.oauth.helpers import Browser, make_user, start_oauth_server
+from tests.oauth.helpers import make_user, start_oauth_server
+from tests.oauth.signin import REDIRECT, SignIn
 from tests.raw import initialize
-
-REDIRECT = "http://127.0.0.1:54321/callback"
-
-
-class MemoryStorage:
-    """The client's token storage, in memory."""
-
-    def __init__(self) -> None:
-        self.tokens: OAuthToken | None = None
-        self.client_info: OAuthClientInformationFull | None = None
-
-    async def get_tokens(self) -> OAuthToken | None:
-        return self.tokens
-
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        self.tokens = tokens
-
-    async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self.client_info
-
-    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        self.client_info = client_info
 
 
 @pytest.fixture(scope="module")
@@ -51,47 +24,6 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     server = start_oauth_server(tmp_path_factory.mktemp("oauth-flow"))
     yield server
     server.stop()
-
-
-class SignIn:
-    """One connection's OAuth provider, with a browser that consents as alice."""
-
-    def __init__(self, site: LiveServer) -> None:
-        self.site = site
-        self.storage = MemoryStorage()
-        self.authorize_urls: list[str] = []
-        self.browser = Browser.open(site)
-        self.provider = OAuthClientProvider(
-            server_url=site.url,
-            client_metadata=OAuthClientMetadata(
-                client_name="Headless test client",
-                redirect_uris=[REDIRECT],  # type: ignore[list-item]
-                grant_types=["authorization_code", "refresh_token"],
-                response_types=["code"],
-                token_endpoint_auth_method="none",
-            ),
-            storage=self.storage,
-            redirect_handler=self.redirect_handler,
-            callback_handler=self.callback_handler,
-        )
-
-    async def redirect_handler(self, url: str) -> None:
-        self.authorize_urls.append(url)
-
-    async def callback_handler(self) -> AuthorizationCodeResult:
-        await self.browser.login()
-        params = await self.browser.authorize(self.authorize_urls[-1])
-        return AuthorizationCodeResult(code=params["code"], state=params.get("state"), iss=params.get("iss"))
-
-    async def whoami(self) -> dict[str, Any]:
-        async with (
-            httpx2.AsyncClient(auth=self.provider, timeout=httpx2.Timeout(30, read=300)) as http,
-            Client(streamable_http_client(self.site.url, http_client=http)) as client,
-        ):
-            result = await client.call_tool("whoami", {})
-            assert not result.is_error, result
-            structured: dict[str, Any] = result.structured_content or {}
-            return structured
 
 
 @pytest.fixture

@@ -152,6 +152,13 @@
     cells.name.textContent = row.name || "–";
     cells.client.textContent = row.client || "–";
     cells.user.textContent = row.user || "–";
+    if (row.oauth_client_id) {
+      const via = document.createElement("span");
+      via.className = "mcp-live-oauth";
+      via.title = "OAuth client " + row.oauth_client_id;
+      via.textContent = "via " + row.oauth_client;
+      cells.user.append(document.createElement("br"), via);
+    }
     cells.worker.textContent = row.worker;
     return { tr, cells };
   }
