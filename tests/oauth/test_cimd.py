@@ -25,7 +25,7 @@ from tests.live import LiveServer
 from tests.oauth.cimd_server import DocumentServer
 from tests.oauth.helpers import Browser, manage, redirect_params, start_oauth_server
 from tests.oauth.raw_oauth import REDIRECT, authorize_url
-from tests.oauth.test_flow import MemoryStorage
+from tests.oauth.signin import MemoryStorage
 
 FLOW_REDIRECT = "http://127.0.0.1:54321/callback"
 ICON = "https://static.example.org/catalogue-icon.png"

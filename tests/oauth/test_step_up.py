@@ -26,7 +26,7 @@ from mcp.shared.auth import OAuthClientMetadata
 from tests.live import LiveServer
 from tests.oauth.helpers import Browser, start_oauth_server
 from tests.oauth.raw_oauth import client_id, exchange, get_code
-from tests.oauth.test_flow import REDIRECT, MemoryStorage
+from tests.oauth.signin import REDIRECT, MemoryStorage
 from tests.raw import RawSession, modern_headers, modern_meta, open_session, rpc, wait_for
 
 REQUIRED = "django-mcp-ledger/requiredScope"
