@@ -30,14 +30,23 @@ from ..auth.revocation import announce
 from .resources import endpoint_title
 from .scopes import describe
 
-__all__ = ["Connection", "connections_of", "identity_source", "revoke_connections"]
+__all__ = ["Connection", "connections_of", "identity_of", "identity_source", "revoke_connections"]
+
+
+def identity_of(application: Any) -> tuple[str, str]:
+    """Where the client's identity comes from: ``("cimd", host)``, ``("dcr", "")`` or ``("manual", "")``
+    (the consent page, the connected-apps page and the admin read it here)."""
+    source = str(getattr(application, "registration_source", "") or "manual")
+    if source != "cimd":
+        return source, ""
+    client_id = str(getattr(application, "client_id", ""))
+    return source, urlsplit(client_id).hostname or client_id
 
 
 def identity_source(application: Any) -> str:
     """Where the client's identity comes from, in words: registered here, self-registered, or a CIMD host."""
-    source = getattr(application, "registration_source", "") or "manual"
+    source, host = identity_of(application)
     if source == "cimd":
-        host = urlsplit(str(application.client_id)).hostname or str(application.client_id)
         return f"Client ID Metadata Document at {host}"
     if source == "dcr":
         return "Registered itself (dynamic client registration)"

@@ -20,6 +20,7 @@ from oauth2_provider.views.dynamic_client_registration import (
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
 from .cimd import is_cimd_client_id, refusal
+from .connections import identity_of
 from .redirects import LOOPBACK_HOSTS, redirect_problem
 from .resources import canonical, endpoint_icons, endpoint_title, site_resources
 from .scopes import describe
@@ -247,9 +248,8 @@ def _known(client_id: str) -> bool:
 
 
 def _identity(application: Any) -> dict[str, str]:
-    """Where the client's identity comes from: ``identity`` (cimd, dcr, manual) and ``identity_host``."""
-    source = str(getattr(application, "registration_source", "") or "manual")
-    host = (urlsplit(str(getattr(application, "client_id", ""))).hostname or "") if source == "cimd" else ""
+    """The consent page's ``identity`` (cimd, dcr, manual) and ``identity_host``."""
+    source, host = identity_of(application)
     return {"identity": source, "identity_host": host}
 
 
