@@ -19,6 +19,8 @@ from oauth2_provider.views.dynamic_client_registration import (
 )
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
+from ..conf import mcp_settings
+from .grace import RefreshGrace, authenticated_client, replayed
 from .redirects import redirect_problem
 from .resources import canonical, endpoint_title, site_resources
 from .scopes import describe
@@ -108,14 +110,32 @@ class RegistrationManagementView(DynamicClientRegistrationManagementView):  # ty
 
 
 class ThrottledTokenView(TokenView):  # type: ignore[misc]
-    """DOT's token endpoint behind ``OAUTH_THROTTLE["token"]``."""
+    """DOT's token endpoint behind ``OAUTH_THROTTLE["token"]``, with the refresh grace window
+    (:mod:`mcp_server.oauth.grace`, ``OAUTH_REFRESH_GRACE``)."""
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         refused = throttled(request, "token")
         if refused is not None:
             return refused
+        plain = request.POST.get("refresh_token")
+        if request.POST.get("grant_type") == "refresh_token" and plain and mcp_settings.OAUTH_REFRESH_GRACE:
+            return self._refresh(request, plain, *args, **kwargs)
         response: HttpResponse = super().post(request, *args, **kwargs)
         return response
+
+    def _refresh(self, request: HttpRequest, plain: str, *args: Any, **kwargs: Any) -> HttpResponse:
+        """One refresh of ``plain`` at a time; a second one inside the window gets the first's answer."""
+        grace = RefreshGrace(plain)
+        try:
+            kept = grace.acquire()
+            if kept is not None and authenticated_client(self, request) == kept[0]:
+                return replayed(kept[1])
+            response: HttpResponse = super().post(request, *args, **kwargs)  # (another client: DOT refuses)
+            if response.status_code == 200:
+                grace.keep(authenticated_client(self, request) or "", response)
+            return response
+        finally:
+            grace.release()
 
 
 def _grant_problem(request: HttpRequest, resources: list[str]) -> str | None:
