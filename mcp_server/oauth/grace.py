@@ -10,8 +10,9 @@ value*, which hashed token storage no longer has. So the token view keeps the fi
 - a successful answer is kept for ``MCP_SERVER["OAUTH_REFRESH_GRACE"]`` seconds (default 10), encrypted
   (Fernet) with a key derived from the old refresh token itself (HKDF-SHA256): the cache never holds a
   usable token, and only a holder of the old refresh token can read the answer;
-- a second refresh inside the window, authenticated as the same client, gets the same answer; after the
-  window the replay revokes the whole grant, as DOT does (``REFRESH_TOKEN_REUSE_PROTECTION``).
+- a second refresh inside the window, authenticated as the same client, gets the same answer while its
+  access token still exists; after the window, or from another client, the replay revokes the whole grant
+  as DOT does (``REFRESH_TOKEN_REUSE_PROTECTION``) and the kept answer is dropped.
 
 The cache must be shared by every worker (Redis) for the window to span workers.
 """
@@ -32,7 +33,7 @@ from django.http import HttpRequest, HttpResponse
 
 from ..conf import mcp_settings
 
-__all__ = ["LOCK_SECONDS", "RefreshGrace"]
+__all__ = ["LOCK_SECONDS", "RefreshGrace", "authenticated_client", "replayed", "still_live"]
 
 LOCK_SECONDS = 10.0
 """Longest a refresh holds its token's lock (and a second request waits for its answer)."""
@@ -81,6 +82,10 @@ class RefreshGrace:
         self.locked = True
         return self.earlier()  # the first answer may have landed just before the lock was taken
 
+    def forget(self) -> None:
+        """Drop the kept answer (another client presented the token: the grant is revoked)."""
+        cache.delete(self.answer_key)
+
     def keep(self, client_id: str, response: HttpResponse) -> None:
         """Keep a successful answer for the window, sealed with the old token."""
         if response.status_code != 200 or not client_id:
@@ -93,6 +98,15 @@ class RefreshGrace:
         if self.locked:
             cache.delete(self.lock_key)
             self.locked = False
+
+
+def still_live(body: bytes) -> bool:
+    """Whether the access token of a kept answer still exists (the grant was not revoked meanwhile)."""
+    from oauth2_provider.models import get_access_token_model
+
+    access = str(json.loads(body).get("access_token") or "")
+    checksum = hashlib.sha256(access.encode()).hexdigest()
+    return bool(access) and get_access_token_model().objects.filter(token_checksum=checksum).exists()
 
 
 def replayed(body: bytes) -> HttpResponse:

@@ -20,7 +20,7 @@ from oauth2_provider.views.dynamic_client_registration import (
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
 from ..conf import mcp_settings
-from .grace import RefreshGrace, authenticated_client, replayed
+from .grace import RefreshGrace, authenticated_client, replayed, still_live
 from .redirects import redirect_problem
 from .resources import canonical, endpoint_title, site_resources
 from .scopes import describe
@@ -128,9 +128,11 @@ class ThrottledTokenView(TokenView):  # type: ignore[misc]
         grace = RefreshGrace(plain)
         try:
             kept = grace.acquire()
-            if kept is not None and authenticated_client(self, request) == kept[0]:
-                return replayed(kept[1])
-            response: HttpResponse = super().post(request, *args, **kwargs)  # (another client: DOT refuses)
+            if kept is not None:
+                if authenticated_client(self, request) == kept[0] and still_live(kept[1]):
+                    return replayed(kept[1])
+                grace.forget()  # another client, or a grant revoked since: DOT refuses (and revokes)
+            response: HttpResponse = super().post(request, *args, **kwargs)
             if response.status_code == 200:
                 grace.keep(authenticated_client(self, request) or "", response)
             return response
