@@ -20,7 +20,7 @@ import hashlib
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.cache import cache, caches
+from django.core.cache import caches
 from django.core.cache.backends.dummy import DummyCache
 from django.core.cache.backends.locmem import LocMemCache
 from django.db.models.signals import post_delete, post_save, pre_delete
@@ -35,6 +35,17 @@ TOMBSTONE = "stopped"
 
 LAST_LOGIN_ONLY = frozenset({"last_login"})
 """A user's save that names only these fields (each sign-in) keeps their tokens' entries."""
+
+
+_client: list[Any] = []
+
+
+def _cache() -> Any:
+    """One client of the default cache for the process: ``caches[...]`` in async code builds one per task,
+    with a new connection each (as the cache ledger does)."""
+    if not _client:
+        _client.append(caches["default"])
+    return _client[0]
 
 
 def cache_key(checksum: str) -> str:
@@ -61,7 +72,7 @@ async def _from_database(checksum: str) -> Any:
 
 def _ttl() -> float:
     """``OAUTH_TOKEN_CACHE_TTL``, or 0 when the default cache is not shared by every process."""
-    if isinstance(caches["default"], LocMemCache | DummyCache):
+    if isinstance(_cache(), LocMemCache | DummyCache):
         return 0.0
     return float(mcp_settings.OAUTH_TOKEN_CACHE_TTL or 0)
 
@@ -72,14 +83,14 @@ async def lookup(checksum: str) -> Any:
     if ttl <= 0:
         return await _from_database(checksum)
     key = cache_key(checksum)
-    cached = await cache.aget(key)
+    cached = await _cache().aget(key)
     if cached is not None and cached != TOMBSTONE:
         return cached
     token = await _from_database(checksum)
     if token is not None and cached is None:
         left = (token.expires - timezone.now()).total_seconds()
         if left > 0:
-            await cache.aadd(key, token, min(ttl, left))
+            await _cache().aadd(key, token, min(ttl, left))
     return token
 
 
@@ -87,7 +98,7 @@ def forget(checksums: list[str]) -> None:
     """Replace the entries of these tokens by tombstones (for the TTL: no request fills them again)."""
     ttl = _ttl()
     if ttl > 0 and checksums:
-        cache.set_many({cache_key(c): TOMBSTONE for c in checksums if c}, ttl)
+        _cache().set_many({cache_key(c): TOMBSTONE for c in checksums if c}, ttl)
 
 
 def _forget_tokens_of(**lookup_fields: Any) -> None:
