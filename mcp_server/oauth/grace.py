@@ -5,7 +5,8 @@ token twice. Rotation revokes it at the first use, and reuse protection revokes 
 second: the client is signed out. DOT's own grace period answers the second with the earlier tokens *by
 value*, which hashed token storage no longer has. So the token view keeps the first answer instead:
 
-- the refresh of a token is done by one request at a time, site-wide (a lock in the default cache, keyed by
+- the refresh of a token is done by one request at a time, site-wide, even with no window (DOT answered two
+  concurrent refreshes of one token with a 200 and a 500) (a lock in the default cache, keyed by
   the token's checksum); a second one waits for the first's answer;
 - a successful answer is kept for ``MCP_SERVER["OAUTH_REFRESH_GRACE"]`` seconds (default 10), encrypted
   (Fernet) with a key derived from the old refresh token itself (HKDF-SHA256): the cache never holds a
@@ -88,7 +89,7 @@ class RefreshGrace:
 
     def keep(self, client_id: str, response: HttpResponse) -> None:
         """Keep a successful answer for the window, sealed with the old token."""
-        if response.status_code != 200 or not client_id:
+        if response.status_code != 200 or not client_id or self.window <= 0:
             return
         body = response.content.decode()
         sealed = _fernet(self.plain).encrypt(json.dumps({"client_id": client_id, "body": body}).encode())

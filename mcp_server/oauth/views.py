@@ -19,7 +19,6 @@ from oauth2_provider.views.dynamic_client_registration import (
 )
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
-from ..conf import mcp_settings
 from .grace import RefreshGrace, authenticated_client, replayed, still_live
 from .redirects import redirect_problem
 from .resources import canonical, endpoint_title, site_resources
@@ -118,7 +117,7 @@ class ThrottledTokenView(TokenView):  # type: ignore[misc]
         if refused is not None:
             return refused
         plain = request.POST.get("refresh_token")
-        if request.POST.get("grant_type") == "refresh_token" and plain and mcp_settings.OAUTH_REFRESH_GRACE:
+        if request.POST.get("grant_type") == "refresh_token" and plain:  # one at a time, even without grace
             return self._refresh(request, plain, *args, **kwargs)
         response: HttpResponse = super().post(request, *args, **kwargs)
         return response
