@@ -3,8 +3,19 @@
 Each call is ``write_author`` (tests/testapp/mcp.py): one transaction that reads, writes and claims its
 answer (``ctx.claim_answer``), as a write tool does. The README's promise ("Writes and the guarantee"): every
 call succeeds, none waits on the ledger writer, each within a second. Prints, per database setup and phase,
-one line: calls, ok, failures, p50, p99 and max latency in ms, and whether the worker logged lock trouble
-("database is locked", a failed ledger write).
+one line: calls, ok, failures, p50, p99 and max latency in ms, how many took over a second, the worker's CPU
+time per call (user + system of its process over the phase, divided by the calls: the figure that does not
+depend on what else the machine runs), the client's own CPU time per call, and whether the worker logged lock
+trouble ("database is locked", a failed ledger write).
+
+The client is the raw-socket one of ``bench/loadgen.py`` (HTTP/1.1 keep-alive, one connection and one
+session each; no HTTP library): driving 200 connections costs it a fraction of a millisecond of CPU per
+call, printed as ``client_cpu_ms``, so it is not what the latencies measure. Each call's latency runs from
+writing its request to reading its whole reply. The concurrent phase opens its sessions first, then sends
+every call at once.
+
+The worker runs as deployed: ``DEBUG`` off (``--debug`` turns it on: Django then records every query, and
+on SQLite quotes each one's parameters with one more query, inside the write lock).
 
     .venv/bin/python bench/writes.py                         # 1,000 sequential + 200 concurrent, all setups
     .venv/bin/python bench/writes.py --setups sqlite-default --sequential 100 --concurrent 40
@@ -16,29 +27,29 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
-
-import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.loadgen import Connection, replies_in  # noqa: E402
 from mcp_server.site_checks import SQLITE_OPTIONS  # noqa: E402
 from tests.live import LiveServer, postgres_database, start_server  # noqa: E402
-from tests.raw import RawSession, open_session  # noqa: E402
 
 SETUPS = ("sqlite-readme", "sqlite-default", "postgresql")
 LOCK_TROUBLE = ("database is locked", "ledger write failed", "deadlock")
 
 
 @contextlib.contextmanager
-def worker(setup: str, directory: Path) -> Iterator[LiveServer]:
-    env: dict[str, str] = {}
+def worker(setup: str, directory: Path, *, debug: bool = False) -> Iterator[LiveServer]:
+    """A Daphne worker of the test site on ``setup``'s database (``DEBUG`` off unless ``debug``)."""
+    env: dict[str, str] = {"DJANGO_DEBUG": "1" if debug else "0", "DJANGO_ALLOWED_HOSTS": "127.0.0.1"}
     with contextlib.ExitStack() as stack:
         if setup == "postgresql":
             env["DATABASE_URL"] = stack.enter_context(postgres_database())
@@ -52,29 +63,51 @@ def worker(setup: str, directory: Path) -> Iterator[LiveServer]:
             server.stop()
 
 
-TOOL = ["write_author"]
-"""The tool called (``--tool``: ``echo``, for comparison: the same path without a write)."""
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
 
 FAILURES: list[str] = []
 """What the failed calls got (the first few are printed)."""
 
 
-async def call(session: RawSession, name: str) -> tuple[bool, float]:
-    started = time.perf_counter()
-    try:
-        answer = await session.call_tool(
-            TOOL[0], {"name": name} if TOOL[0] == "write_author" else {"text": name}
-        )
-        ok = "result" in answer and not answer["result"].get("isError")
+class Caller:
+    """Calls one tool over one connection (one session), numbering the requests."""
+
+    def __init__(self, connection: Connection, tool: str) -> None:
+        self.connection = connection
+        self.tool = tool
+        self.next_id = 0
+
+    async def call(self, name: str) -> tuple[bool, float]:
+        """One ``tools/call``: whether exactly one successful reply came for its id, and the seconds taken."""
+        self.next_id += 1
+        request_id = self.next_id
+        arguments = {"name": name} if self.tool == "write_author" else {"text": name}
+        message = {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {"name": self.tool, "arguments": arguments},
+        }
+        started = time.perf_counter()
+        try:
+            status, headers, body = await self.connection.post(message)
+        except (OSError, asyncio.IncompleteReadError) as exc:
+            FAILURES.append(repr(exc)[:300])
+            return False, time.perf_counter() - started
+        seconds = time.perf_counter() - started
+        mine = [m for m in replies_in(headers, body) if m.get("id") == request_id and "method" not in m]
+        ok = status == 200 and len(mine) == 1 and not mine[0].get("result", {"isError": True}).get("isError")
         if not ok:
-            FAILURES.append(json.dumps(answer)[:300])
-    except (httpx.HTTPError, AssertionError) as exc:
-        FAILURES.append(repr(exc)[:300])
-        ok = False
-    return ok, time.perf_counter() - started
+            FAILURES.append(f"HTTP {status}: {body[:300]!r}")
+        return ok, seconds
 
 
 def figures(results: list[tuple[bool, float]]) -> dict[str, Any]:
+    """Counts and latency percentiles (ms) of one phase."""
     latencies = sorted(seconds for _ok, seconds in results)
     ok = sum(1 for good, _s in results if good)
 
@@ -92,14 +125,48 @@ def figures(results: list[tuple[bool, float]]) -> dict[str, Any]:
     }
 
 
-async def drive(server: LiveServer, sequential: int, concurrent: int) -> dict[str, dict[str, Any]]:
-    limits = httpx.Limits(max_connections=concurrent + 10, max_keepalive_connections=concurrent + 10)
-    async with httpx.AsyncClient(timeout=120, limits=limits) as http:
-        session = await open_session(http, server.url)
-        results = [await call(session, f"Sequential {i % 50}") for i in range(sequential)]
-        sessions = [await open_session(http, server.url) for _ in range(concurrent)]
-        together = await asyncio.gather(*(call(s, f"Concurrent {i % 50}") for i, s in enumerate(sessions)))
-    return {"sequential": figures(results), "concurrent": figures(list(together))}
+async def measured(
+    pid: int, calls: int, run: Callable[[], Awaitable[list[tuple[bool, float]]]]
+) -> dict[str, Any]:
+    """Run one phase; its figures with the worker's and the client's CPU ms per call."""
+    server_before, client_before, started = process_cpu_seconds(pid), time.process_time(), time.perf_counter()
+    results = await run()
+    wall = time.perf_counter() - started
+    server_cpu = process_cpu_seconds(pid) - server_before
+    client_cpu = time.process_time() - client_before
+    return {
+        **figures(results),
+        "wall_s": round(wall, 2),
+        "server_cpu_ms": round(server_cpu / calls * 1000, 2),
+        "client_cpu_ms": round(client_cpu / calls * 1000, 2),
+    }
+
+
+async def opened(server: LiveServer, tool: str) -> Caller:
+    connection = Connection("127.0.0.1", server.port, "/mcp")
+    await connection.open()
+    return Caller(connection, tool)
+
+
+async def drive(server: LiveServer, tool: str, sequential: int, concurrent: int) -> dict[str, dict[str, Any]]:
+    """The sequential phase on one session, then ``concurrent`` sessions calling at once."""
+    pid = server.process.pid
+    first = await opened(server, tool)
+
+    async def one_by_one() -> list[tuple[bool, float]]:
+        return [await first.call(f"Sequential {i % 50}") for i in range(sequential)]
+
+    phases = {"sequential": await measured(pid, sequential, one_by_one)}
+    callers = [await opened(server, tool) for _ in range(concurrent)]
+
+    async def at_once() -> list[tuple[bool, float]]:
+        return list(await asyncio.gather(*(c.call(f"Concurrent {i % 50}") for i, c in enumerate(callers))))
+
+    phases["concurrent"] = await measured(pid, concurrent, at_once)
+    for caller in [first, *callers]:
+        with contextlib.suppress(OSError):
+            await caller.connection.close()
+    return phases
 
 
 def main() -> None:
@@ -112,15 +179,16 @@ def main() -> None:
     parser.add_argument(
         "--tool", default="write_author", help="compare with another tool taking `text` (echo)"
     )
+    parser.add_argument("--debug", action="store_true", help="run the worker with DEBUG on")
     args = parser.parse_args()
-    TOOL[0] = args.tool
     with tempfile.TemporaryDirectory(prefix="mcp-bench-writes-") as tmp:
         for setup in args.setups:
-            with worker(setup, Path(tmp)) as server:
-                phases = asyncio.run(drive(server, args.sequential, args.concurrent))
+            with worker(setup, Path(tmp), debug=args.debug) as server:
+                phases = asyncio.run(drive(server, args.tool, args.sequential, args.concurrent))
                 trouble = [line for line in server.log().splitlines() if any(t in line for t in LOCK_TROUBLE)]
             for phase, numbers in phases.items():
-                print(json.dumps({"setup": setup, "phase": phase, **numbers, "lock_trouble": len(trouble)}))
+                line = {"setup": setup, "tool": args.tool, "phase": phase, **numbers}
+                print(json.dumps({**line, "lock_trouble": len(trouble)}), flush=True)
             for failure in FAILURES[:3]:
                 print("  failed:", failure)
             FAILURES.clear()

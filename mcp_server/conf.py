@@ -15,6 +15,7 @@ DEFAULTS: dict[str, Any] = {
     "SERVER_NAME": "django-mcp",
     "SERVER_VERSION": "0.1.0",
     "SERVER_TITLE": None,
+    "SERVER_ICONS": None,
     "INSTRUCTIONS": None,
     "RESPONSE_MODE": "auto",
     "ALLOWED_HOSTS": None,
@@ -45,6 +46,8 @@ DEFAULTS: dict[str, Any] = {
     "OAUTH_REFRESH_GRACE": 10.0,
     "OAUTH_TOKEN_CACHE_TTL": 60.0,
     "UPKEEP_HOOKS": None,
+    "OAUTH_CIMD_HOSTS": None,
+    "OAUTH_CIMD_PRIVATE_HOSTS": [],
     "SESSION_RETENTION": 3600.0,
     "MAX_CLIENT_METADATA_BYTES": 16 * 1024,
     "MAX_SESSIONS_PER_CLIENT": None,
@@ -84,6 +87,8 @@ class MCPSettings:
     SERVER_NAME: str
     SERVER_VERSION: str
     SERVER_TITLE: str | None
+    SERVER_ICONS: list[dict[str, Any]] | None
+    """``serverInfo.icons`` (MCP ``Icon`` objects: ``src``, ``mimeType``, ``sizes``); on the consent page."""
     INSTRUCTIONS: str | None
     RESPONSE_MODE: str
     ALLOWED_HOSTS: list[str] | None
@@ -117,6 +122,10 @@ class MCPSettings:
     """Seconds an OAuth access token's row is kept in the default cache (``0``: read on every request)."""
     UPKEEP_HOOKS: list[str] | None
     """Import paths of callables each upkeep round calls (``None``: those the installed apps add)."""
+    OAUTH_CIMD_HOSTS: list[str] | None
+    """Hosts whose Client ID Metadata Documents are accepted (``ALLOWED_HOSTS`` syntax); ``None``: any."""
+    OAUTH_CIMD_PRIVATE_HOSTS: list[str]
+    """CIMD hosts that may resolve to private or loopback addresses (tests, an intranet); default none."""
     SESSION_RETENTION: float
     MAX_CLIENT_METADATA_BYTES: int
     MAX_SESSIONS_PER_CLIENT: int | None

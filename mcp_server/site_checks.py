@@ -173,7 +173,7 @@ def check_asgi_routing(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
 SQLITE_OPTIONS = {
     "transaction_mode": "IMMEDIATE",
     "timeout": 20,
-    "init_command": "PRAGMA journal_mode=WAL;",
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
 }
 """The SQLite ``OPTIONS`` the README's setup shows (W036)."""
 

@@ -184,8 +184,9 @@ def suite_paths(version: str) -> tuple[Path, Path]:
 
 
 def _scenario_name(directory: str) -> str:
-    """``server-<scenario>-<timestamp>`` -> ``<scenario>``."""
-    return _TIMESTAMP.sub("", directory.removeprefix("server-"))
+    """``server-<scenario>-<timestamp>`` (or ``authorization-server-…``, the ``authorization`` command's)
+    -> ``<scenario>``."""
+    return _TIMESTAMP.sub("", directory.removeprefix("authorization-").removeprefix("server-"))
 
 
 def read_results(output_dir: Path) -> list[ScenarioCounts]:

@@ -16,6 +16,7 @@ from ..conf import mcp_settings
 __all__ = [
     "LOCAL_SCOPE",
     "WELL_KNOWN",
+    "insufficient_scope_challenge",
     "local_authorization_server",
     "metadata_document",
     "metadata_url",
@@ -82,3 +83,18 @@ def metadata_document(request: HttpRequest, resource_path: str, title: str | Non
         if k not in {"resource", "authorization_servers"}
     }
     return {**document, **extra}
+
+
+def insufficient_scope_challenge(
+    request: HttpRequest | None, resource_path: str, scope: str, description: str
+) -> str:
+    """The ``WWW-Authenticate`` value of a 403 for too narrow a token (RFC 6750 section 3.1, MCP's scope
+    challenge): ``error="insufficient_scope"``, the ``scope`` to ask for, and ``resource_metadata`` when an
+    authorization server is configured."""
+    tokens = [t for t in scope.split() if all("\x21" <= c <= "\x7e" and c not in '"\\' for c in t)]
+    params = ['error="insufficient_scope"', f'scope="{" ".join(tokens)}"']
+    if oauth_enabled() and request is not None:
+        params.append(f'resource_metadata="{metadata_url(request, resource_path)}"')
+    text = "".join(c if " " <= c <= "~" and c not in '"\\' else "?" for c in description[:200])
+    params.append(f'error_description="{text}"')
+    return "Bearer " + ", ".join(params)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from django.http import HttpRequest
 from django.utils import timezone
@@ -29,6 +29,8 @@ class OAuthGrant:
     """Token scopes (``tool:…``, ``resource:…``, ``prompt:…``); empty: everything the user may use."""
     client_id: str
     client_name: str
+    step_up: ClassVar[bool] = True
+    """The client can widen the grant by re-authorizing: out-of-scope entries are listed, marked."""
 
 
 class OAuthTokenAuthentication(BaseAuthentication):

@@ -12,6 +12,12 @@
   does not know).
 - ``mcp_server.E063`` ``OAUTH_THROTTLE`` is neither ``None`` nor a dict of ``"token"``/``"register"`` to
   positive integers (requests per minute per address).
+- ``mcp_server.E066`` ``OAUTH_CIMD_HOSTS`` is neither ``None`` nor a list of host names, or
+  ``OAUTH_CIMD_PRIVATE_HOSTS`` is not a list of host names.
+- ``mcp_server.W066`` outside ``DEBUG``, ``OAUTH_CIMD_PRIVATE_HOSTS`` lets Client ID Metadata Documents be
+  fetched from private or loopback addresses (server-side request forgery into the site's network).
+- ``mcp_server.W067`` ``OAUTH2_PROVIDER`` weakens Client ID Metadata Documents: a fetcher that is not
+  SSRF-hardened, no time, size or concurrency limit, or permission classes that ignore ``OAUTH_CIMD_HOSTS``.
 """
 
 from __future__ import annotations
@@ -110,6 +116,7 @@ def check_oauth_server(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
             )
         )
     messages += _check_throttle(mcp_settings.OAUTH_THROTTLE)
+    messages += _check_cimd(mcp_settings.OAUTH_CIMD_HOSTS, mcp_settings.OAUTH_CIMD_PRIVATE_HOSTS)
     return messages
 
 
@@ -130,3 +137,75 @@ def _check_throttle(value: Any) -> list[CheckMessage]:
             id="mcp_server.E063",
         )
     ]
+
+
+def _hosts(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(h, str) and h for h in value)
+
+
+SAFE_FETCHER = "oauth2_provider.cimd.SafeMetadataFetcher"
+
+
+def _hardened(fetcher: Any) -> bool:
+    """Whether ``fetcher`` (a class or its dotted path) is DOT's SSRF-hardened fetcher or a subclass."""
+    from django.utils.module_loading import import_string
+
+    if fetcher in {SAFE_FETCHER, "mcp_server.oauth.cimd.MetadataFetcher"}:
+        return True  # known without importing the toolkit's models
+    try:
+        cls = import_string(fetcher) if isinstance(fetcher, str) else fetcher
+    except ImportError:
+        return False
+    return isinstance(cls, type) and any(
+        f"{c.__module__}.{c.__qualname__}" == SAFE_FETCHER for c in cls.__mro__
+    )
+
+
+def _cimd_weakening(provider: dict[str, Any]) -> list[str]:
+    from oauth2_provider.settings import DEFAULTS
+
+    def get(key: str) -> Any:
+        return provider.get(key, DEFAULTS[key])
+
+    if not get("CIMD_ENABLED"):
+        return []
+    found = []
+    if not _hardened(get("CIMD_METADATA_FETCHER")):
+        found.append(f"CIMD_METADATA_FETCHER {get('CIMD_METADATA_FETCHER')!r} is not a SafeMetadataFetcher")
+    if not get("CIMD_FETCH_TIMEOUT_SECONDS") or get("CIMD_FETCH_TIMEOUT_SECONDS") > 10:
+        found.append("CIMD_FETCH_TIMEOUT_SECONDS is not between 0 and 10 seconds")
+    if not get("CIMD_MAX_DOCUMENT_SIZE") or get("CIMD_MAX_DOCUMENT_SIZE") > 64 * 1024:
+        found.append("CIMD_MAX_DOCUMENT_SIZE is not between 1 byte and 64 KiB")
+    if not get("CIMD_MAX_CONCURRENT_FETCHES"):
+        found.append("CIMD_MAX_CONCURRENT_FETCHES is off (no cap on fetches in flight)")
+    if "mcp_server.oauth.cimd.HostPermission" not in [
+        str(c) for c in get("CIMD_REGISTRATION_PERMISSION_CLASSES")
+    ]:
+        found.append("CIMD_REGISTRATION_PERMISSION_CLASSES lacks mcp_server.oauth.cimd.HostPermission")
+    return found
+
+
+def _check_cimd(hosts: Any, private: Any) -> list[CheckMessage]:
+    messages: list[CheckMessage] = []
+    if not (hosts is None or _hosts(hosts)) or not (private == [] or _hosts(private)):
+        messages.append(
+            Error(
+                "MCP_SERVER['OAUTH_CIMD_HOSTS'] must be None or a list of host names and "
+                f"MCP_SERVER['OAUTH_CIMD_PRIVATE_HOSTS'] a list of them, not {hosts!r} and {private!r}.",
+                id="mcp_server.E066",
+            )
+        )
+    elif private and not settings.DEBUG:
+        messages.append(
+            Warning(
+                f"MCP_SERVER['OAUTH_CIMD_PRIVATE_HOSTS'] ({', '.join(private)}) lets the site fetch client "
+                "metadata documents from private and loopback addresses outside DEBUG.",
+                hint="Leave it empty in production: a client_id URL could reach the site's own network.",
+                id="mcp_server.W066",
+            )
+        )
+    for weak in _cimd_weakening(dict(getattr(settings, "OAUTH2_PROVIDER", None) or {})):
+        messages.append(
+            Warning(f"OAUTH2_PROVIDER weakens Client ID Metadata Documents: {weak}.", id="mcp_server.W067")
+        )
+    return messages

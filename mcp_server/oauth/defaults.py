@@ -1,7 +1,8 @@
 """django-oauth-toolkit's settings as an MCP authorization server needs them.
 
 DOT's own defaults keep legacy behaviour (``plain`` PKCE, no ``iss``, tokens stored in clear, DCR for
-logged-in users only, a prefix audience match that lets a token without audience through). The app config
+logged-in users only, a prefix audience match that lets a token without audience through, no Client ID
+Metadata Documents). The app config
 puts :data:`SAFE_DEFAULTS` under the site's own ``OAUTH2_PROVIDER``: a key the site sets wins (and
 ``manage.py check`` warns when it weakens the server).
 """
@@ -35,6 +36,17 @@ SAFE_DEFAULTS: dict[str, Any] = {
     "REQUEST_APPROVAL_PROMPT": "force",  # consent every time
     "DCR_ENABLED": True,
     "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
+    # Client ID Metadata Documents (mcp_server.oauth.cimd): fetched over https from public addresses only
+    # (MCP_SERVER["OAUTH_CIMD_PRIVATE_HOSTS"] excepted), small, quickly, few at once, cached an hour at most.
+    "CIMD_ENABLED": True,
+    "CIMD_METADATA_FETCHER": "mcp_server.oauth.cimd.MetadataFetcher",
+    "CIMD_REGISTRATION_PERMISSION_CLASSES": ("mcp_server.oauth.cimd.HostPermission",),
+    "CIMD_FETCH_TIMEOUT_SECONDS": 3,
+    "CIMD_MAX_DOCUMENT_SIZE": 8 * 1024,
+    "CIMD_METADATA_MIN_AGE_SECONDS": 300,
+    "CIMD_METADATA_MAX_AGE_SECONDS": 3600,
+    "CIMD_FAILURE_BACKOFF_SECONDS": 60,
+    "CIMD_MAX_CONCURRENT_FETCHES": 4,
     "ALLOW_LOCALHOST_LOOPBACK": True,  # http://localhost:<any port> as RFC 8252 loopback
     "ALLOWED_REDIRECT_URI_SCHEMES": REDIRECT_SCHEMES,
     "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],

@@ -11,16 +11,15 @@ from django.utils.module_loading import import_string
 
 from ..auth.oauth import resource_url
 
-__all__ = ["canonical", "endpoint_paths", "endpoint_title", "site_resources"]
+__all__ = ["canonical", "endpoint_icons", "endpoint_paths", "endpoint_title", "site_resources"]
 
 
-def _walk(app: Any, depth: int = 0) -> list[tuple[str, str]]:
-    from ..conf import mcp_settings
+def _walk(app: Any, depth: int = 0) -> list[tuple[str, Any]]:
     from ..transports.consumer import MCPConsumer
 
     if depth > 8:
         return []
-    found: list[tuple[str, str]] = []
+    found: list[tuple[str, Any]] = []
     mapping = getattr(app, "application_mapping", None)
     if isinstance(mapping, dict) and "http" in mapping:
         return _walk(mapping["http"], depth + 1)
@@ -28,8 +27,7 @@ def _walk(app: Any, depth: int = 0) -> list[tuple[str, str]]:
         callback = getattr(route, "callback", None)
         if getattr(callback, "consumer_class", None) is MCPConsumer:
             server = (getattr(callback, "consumer_initkwargs", None) or {}).get("server")
-            title = getattr(server, "title", None) or mcp_settings.SERVER_TITLE or getattr(server, "name", "")
-            found.append(("/" + str(route.pattern).strip("/"), str(title or "")))
+            found.append(("/" + str(route.pattern).strip("/"), server))
         elif callback is not None:
             found += _walk(callback, depth + 1)
     for attr in ("inner", "app", "application"):
@@ -40,27 +38,43 @@ def _walk(app: Any, depth: int = 0) -> list[tuple[str, str]]:
 
 
 @lru_cache(maxsize=1)
-def _endpoints(asgi_application: str) -> tuple[tuple[str, str], ...]:
+def _endpoints(asgi_application: str) -> tuple[tuple[str, Any], ...]:
     try:
         app = import_string(asgi_application)
     except ImportError:
-        return (("/mcp", ""),)
-    endpoints = dict(reversed(_walk(app)))  # the first title of a path wins
-    return tuple((path, endpoints[path]) for path in dict.fromkeys(p for p, _t in _walk(app))) or (
-        ("/mcp", ""),
-    )
+        return (("/mcp", None),)
+    first: dict[str, Any] = {}
+    for path, server in _walk(app):
+        first.setdefault(path, server)  # the first server of a path wins
+    return tuple(first.items()) or (("/mcp", None),)
+
+
+def _server(path: str) -> Any:
+    wanted = "/" + path.strip("/")
+    endpoints = _endpoints(str(getattr(settings, "ASGI_APPLICATION", "") or ""))
+    return next((server for p, server in endpoints if p == wanted), None)
 
 
 def endpoint_paths() -> tuple[str, ...]:
     """The paths of the MCP endpoints ``ASGI_APPLICATION`` routes (``("/mcp",)`` when none is found)."""
-    return tuple(path for path, _title in _endpoints(str(getattr(settings, "ASGI_APPLICATION", "") or "")))
+    return tuple(path for path, _server in _endpoints(str(getattr(settings, "ASGI_APPLICATION", "") or "")))
 
 
 def endpoint_title(path: str) -> str:
     """The title of the MCP server at ``path`` (``""`` when unknown)."""
-    wanted = "/" + path.strip("/")
-    endpoints = _endpoints(str(getattr(settings, "ASGI_APPLICATION", "") or ""))
-    return next((title for p, title in endpoints if p == wanted), "")
+    from ..conf import mcp_settings
+
+    server = _server(path)
+    title = getattr(server, "title", None) or mcp_settings.SERVER_TITLE or getattr(server, "name", "")
+    return str(title or "")
+
+
+def endpoint_icons(path: str) -> list[dict[str, Any]]:
+    """The icons of the MCP server at ``path`` (its ``icons``, else ``SERVER_ICONS``; ``[]`` when none)."""
+    from ..conf import mcp_settings
+
+    icons = getattr(_server(path), "icons", None) or mcp_settings.SERVER_ICONS or []
+    return [icon for icon in icons if isinstance(icon, dict)]
 
 
 def canonical(uri: str) -> str:

@@ -19,9 +19,10 @@ from oauth2_provider.views.dynamic_client_registration import (
 )
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
+from .cimd import is_cimd_client_id, refusal
 from .grace import RefreshGrace, authenticated_client, replayed, still_live
-from .redirects import redirect_problem
-from .resources import canonical, endpoint_title, site_resources
+from .redirects import LOOPBACK_HOSTS, redirect_problem
+from .resources import canonical, endpoint_icons, endpoint_title, site_resources
 from .scopes import describe
 from .throttle import throttled
 
@@ -39,7 +40,7 @@ def _error(error: str, description: str, status: int = 400) -> JsonResponse:
 
 
 class ServerMetadataView(OAuthServerMetadataView):  # type: ignore[misc]
-    """RFC 8414 metadata; advertises only what the server does (no introspection, no CIMD)."""
+    """RFC 8414 metadata; advertises only what the server does (no introspection; CIMD when it is on)."""
 
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         response = super().get(request, *args, **kwargs)
@@ -47,13 +48,22 @@ class ServerMetadataView(OAuthServerMetadataView):  # type: ignore[misc]
         data["issuer"] = request.build_absolute_uri("/").rstrip("/")
         data["authorization_response_iss_parameter_supported"] = True
         data["code_challenge_methods_supported"] = ["S256"]
-        data.pop("client_id_metadata_document_supported", None)  # CIMD is not offered (yet)
+        if _cimd_offered():
+            data["client_id_metadata_document_supported"] = True
+        else:
+            data.pop("client_id_metadata_document_supported", None)
         for key in ("introspection_endpoint", "introspection_endpoint_auth_methods_supported"):
             data.pop(key, None)
         out = JsonResponse(data)
         out["Access-Control-Allow-Origin"] = "*"
         out["Cache-Control"] = "max-age=300"
         return out
+
+
+def _cimd_offered() -> bool:
+    from ..conf import mcp_settings
+
+    return bool(oauth2_settings.CIMD_ENABLED) and mcp_settings.OAUTH_CIMD_HOSTS != []
 
 
 def _metadata_problem(request: HttpRequest) -> JsonResponse | None:
@@ -166,8 +176,13 @@ class ConsentView(AuthorizationView):  # type: ignore[misc]
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
             _scopes, credentials = self.validate_authorization_request(request)
-        except OAuthToolkitError:
-            shown: HttpResponse = super().get(request, *args, **kwargs)  # renders it, never redirects
+        except OAuthToolkitError as failure:
+            client_id = request.GET.get("client_id", "")
+            if is_cimd_client_id(client_id) and not _known(client_id):
+                why = {"error": "invalid_client", "description": refusal(client_id)}
+                refused: HttpResponse = self.render_to_response({"error": why}, status=400)
+                return refused
+            shown: HttpResponse = self.error_response(failure, application=None)  # renders, never redirects
             return shown
         if (
             credentials.get("code_challenge_method", "plain") != "S256"
@@ -233,12 +248,36 @@ class ConsentView(AuthorizationView):  # type: ignore[misc]
         context: dict[str, Any] = super().get_context_data(**kwargs)
         redirect = urlsplit(str(context.get("redirect_uri") or ""))
         resource = (str(context.get("resource") or "").split() or [""])[0]
+        path = urlsplit(resource).path
         context.update(
             redirect_scheme=redirect.scheme,
             redirect_host=redirect.hostname or redirect.netloc or redirect.scheme,
-            redirect_loopback=redirect.hostname in {"127.0.0.1", "::1", "localhost"},
-            server_title=endpoint_title(urlsplit(resource).path) or resource,
+            redirect_loopback=redirect.hostname in LOOPBACK_HOSTS,
+            redirect_custom=redirect.scheme not in {"http", "https"},
+            server_title=endpoint_title(path) or resource,
+            server_icon=_shown_icon(endpoint_icons(path)),
             resource_url=resource,
             access=[describe(s) for s in context.get("scopes") or []],
+            **_identity(context.get("application")),
         )
         return context
+
+
+def _known(client_id: str) -> bool:
+    return bool(get_application_model().objects.filter(client_id=client_id).exists())
+
+
+def _identity(application: Any) -> dict[str, str]:
+    """Where the client's identity comes from: ``identity`` (cimd, dcr, manual) and ``identity_host``."""
+    source = str(getattr(application, "registration_source", "") or "manual")
+    host = (urlsplit(str(getattr(application, "client_id", ""))).hostname or "") if source == "cimd" else ""
+    return {"identity": source, "identity_host": host}
+
+
+def _shown_icon(icons: list[dict[str, Any]]) -> str:
+    """The ``src`` of the first icon a browser may load from this page (https, or an image data URI)."""
+    for icon in icons:
+        src = str(icon.get("src") or "")
+        if src.startswith(("https://", "data:image/png;", "data:image/jpeg;", "data:image/webp;")):
+            return src
+    return ""

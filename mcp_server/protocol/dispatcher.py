@@ -13,10 +13,10 @@ from pydantic import ValidationError
 from ..conf import mcp_settings
 from ..core.context import LOG_LEVELS, Context
 from ..core.stores import bounded
-from ..registry.access import ausable, usable_entries
+from ..registry.access import REQUIRED_SCOPE_KEY, ausable, listed_entries
 from ..registry.signature import call_handler
 from ..wire.errors import INVALID_PARAMS, METHOD_NOT_FOUND, JSONRPCError, ResourceNotFound
-from ..wire.modern import TASK_METHODS
+from ..wire.modern import BUILTIN_METHODS, TASK_METHODS
 from .listen import listen
 from .modern import discover_result, finish_result, is_modern
 from .pagination import paginate
@@ -31,13 +31,24 @@ __all__ = ["dispatch"]
 Handler = Callable[[Context], Awaitable[dict[str, Any] | None]]
 
 
-async def _visible(entries: list[RegisteredHandler], ctx: Context) -> list[RegisteredHandler]:
-    return await usable_entries(entries, ctx)
+Listed = list[tuple["RegisteredHandler", list[str] | None]]
 
 
-def _page(ctx: Context, key: str, entries: list[RegisteredHandler]) -> dict[str, Any]:
+async def _visible(entries: list[RegisteredHandler], ctx: Context) -> Listed:
+    return await listed_entries(entries, ctx)
+
+
+def _definition(entry: RegisteredHandler, missing: list[str] | None) -> dict[str, Any]:
+    """The entry as listed; one the token's scopes do not reach names the scope to step up to."""
+    out: dict[str, Any] = entry.definition()  # type: ignore[attr-defined]
+    if missing:
+        out["_meta"] = {**(out.get("_meta") or {}), REQUIRED_SCOPE_KEY: " ".join(missing)}
+    return out
+
+
+def _page(ctx: Context, key: str, entries: Listed) -> dict[str, Any]:
     page, next_cursor = paginate(entries, ctx.params.get("cursor"), mcp_settings.PAGE_SIZE)
-    result: dict[str, Any] = {key: [e.definition() for e in page]}  # type: ignore[attr-defined]
+    result: dict[str, Any] = {key: [_definition(e, missing) for e, missing in page]}
     if next_cursor:
         result["nextCursor"] = next_cursor
     return result
@@ -158,6 +169,9 @@ BUILTINS: dict[str, Handler] = {
     "tasks/update": tasks_update,
     "tasks/cancel": tasks_cancel,
 }
+# ``initialize`` is answered before dispatch (protocol.serving); every other built-in method is here, so
+# that the registry's list (wire.modern.BUILTIN_METHODS) and this table cannot drift apart.
+assert BUILTINS.keys() | {"initialize"} == BUILTIN_METHODS, "BUILTINS and BUILTIN_METHODS differ"
 
 
 def _validate(ctx: Context) -> None:

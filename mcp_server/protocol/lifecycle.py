@@ -38,7 +38,7 @@ def modern_capabilities(server: MCPServer) -> dict[str, Any]:
 
 
 def server_info(server: MCPServer) -> dict[str, Any]:
-    """The server's Implementation (``name``, ``version``, ``title`` when set)."""
+    """The server's Implementation (``name``, ``version``, ``title`` and ``icons`` when set)."""
     info: dict[str, Any] = {
         "name": server.name or mcp_settings.SERVER_NAME,
         "version": server.version or mcp_settings.SERVER_VERSION,
@@ -46,6 +46,9 @@ def server_info(server: MCPServer) -> dict[str, Any]:
     title = server.title or mcp_settings.SERVER_TITLE
     if title:
         info["title"] = title
+    icons = server.icons or mcp_settings.SERVER_ICONS
+    if icons:
+        info["icons"] = icons
     return info
 
 

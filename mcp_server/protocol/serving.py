@@ -24,6 +24,7 @@ from .lifecycle import initialize_result
 from .peer import RequestPeer
 from .rounds import previous_round
 from .settlement import ANSWERED, CLOSED, Deliver, PendingRequest
+from .step_up import scope_refusal
 
 if TYPE_CHECKING:
     from ..models import Session
@@ -118,7 +119,8 @@ async def start_request(
 ) -> PendingRequest:
     """Take a request into the runtime's table and serve it in its own task; its answer goes to ``deliver``.
 
-    Raises ``JSONRPCError`` (-32600) when the id is already in flight in the session.
+    Raises ``JSONRPCError`` (-32600) when the id is already in flight in the session. A call the token's
+    scopes do not reach (:mod:`~mcp_server.protocol.step_up`) is settled at once with -32005, never run.
     """
     ctx = Context(
         server=server,
@@ -147,7 +149,12 @@ async def start_request(
     )
     peer.entry = entry
     ctx.claim = RequestClaim(runtime.requests, entry, ctx)
-    if entry.state == "pending":  # a cancel that overtook it has settled it already
+    if entry.state != "pending":  # a cancel that overtook it has settled it already
+        return entry
+    refusal = await scope_refusal(ctx)
+    if refusal is not None:
+        await runtime.requests.settle(entry, ANSWERED, error_response(message.id, refusal))
+    elif entry.state == "pending":  # (a cancel or the session's end may have settled it meanwhile)
         entry.task = asyncio.create_task(
             serve_request(runtime, entry, ctx, seconds), name=f"mcp {message.method} {message.id!r}"
         )

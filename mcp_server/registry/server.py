@@ -8,6 +8,7 @@ from typing import Any, TypeVar, overload
 
 from django.core.exceptions import ImproperlyConfigured
 
+from ..wire.modern import BUILTIN_METHODS
 from .entries import Permission
 from .prompts import Prompt
 from .resources import Resource
@@ -17,23 +18,6 @@ __all__ = ["MCPServer", "mcp"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 ChangeListener = Callable[[str], None]
-BUILTIN_METHODS = frozenset(
-    {
-        "initialize",
-        "ping",
-        "tools/list",
-        "tools/call",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-        "resources/subscribe",
-        "resources/unsubscribe",
-        "prompts/list",
-        "prompts/get",
-        "logging/setLevel",
-        "completion/complete",
-    }
-)
 
 
 class MCPServer:
@@ -42,8 +26,8 @@ class MCPServer:
     ``name`` is what clients see (``serverInfo.name``; default: the ``SERVER_NAME`` setting), as in the
     official SDK's ``MCPServer("library")``. ``key`` identifies the server among the site's servers: its
     sessions belong to it alone, so each routed server needs its own (default: ``name``, else
-    ``"default"``). ``title``, ``version`` and ``instructions`` override the ``SERVER_TITLE``,
-    ``SERVER_VERSION`` and ``INSTRUCTIONS`` settings in this server's ``initialize`` answer.
+    ``"default"``). ``title``, ``version``, ``instructions`` and ``icons`` override the ``SERVER_TITLE``,
+    ``SERVER_VERSION``, ``INSTRUCTIONS`` and ``SERVER_ICONS`` settings in this server's ``initialize`` answer.
     """
 
     def __init__(
@@ -54,8 +38,10 @@ class MCPServer:
         title: str | None = None,
         version: str | None = None,
         instructions: str | None = None,
+        icons: list[dict[str, Any]] | None = None,
     ) -> None:
         self.name = name
+        self.icons = icons
         self.key = key or name or "default"
         self.title = title
         self.version = version

@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ..auth.oauth import insufficient_scope_challenge
 from ..conf import mcp_settings
 from ..core.context import SessionState
 from ..protocol.client_messages import handle_client_message
@@ -20,7 +21,7 @@ from ..protocol.settlement import CANCELLED, PendingRequest
 from ..registry.server import MCPServer
 from ..runtime import Runtime
 from ..sessions import acount_open_sessions
-from ..wire.errors import INVALID_REQUEST, JSONRPCError
+from ..wire.errors import INSUFFICIENT_SCOPE, INVALID_REQUEST, JSONRPCError
 from ..wire.jsonrpc import IncomingMessage, JSONRPCRequest, encode_message, encode_reply, error_response
 from ..wire.modern import http_status
 from . import sse
@@ -125,6 +126,9 @@ class PostExchange:
         self.is_open = is_open or (lambda: True)
         """Whether the client is still there to read the response."""
         self.status = 200
+        self.challenged = False
+        """The one request of this POST was refused for the token's scopes: answered 403 with the
+        ``insufficient_scope`` challenge (its JSON-RPC error as the body), never as a stream."""
         self.entries: list[PendingRequest] = []
         self.keys: list[str] = []
         """The stored ids of the requests this POST started (a stream's rows in the event store)."""
@@ -227,14 +231,28 @@ class PostExchange:
         self.queue.put_nowait(("settled", b"", ""))
 
     def _note_status(self, response: dict[str, Any]) -> None:
-        if self.modern and "error" in response:
-            self.status = http_status(int(response["error"].get("code", 0)))
+        if "error" not in response:
+            return
+        error = response["error"]
+        code = int(error.get("code", 0))
+        if code == INSUFFICIENT_SCOPE and not self.is_batch and not self.streaming and not self.challenged:
+            self.status, self.challenged = 403, True
+            self.headers.append((b"www-authenticate", self._scope_challenge(error).encode("latin-1")))
+        elif self.modern:
+            self.status = http_status(code)
+
+    def _scope_challenge(self, error: dict[str, Any]) -> str:
+        data = error.get("data")
+        data = data if isinstance(data, dict) else {}
+        path = str(getattr(self.request, "path", "") or "/mcp").rstrip("/") or "/"
+        scope = str(data.get("scope", ""))
+        return insufficient_scope_challenge(self.request, path, scope, str(error.get("message", "")))
 
     # -- framing ---------------------------------------------------------------------------------
 
     async def _drain(self, open_count: int) -> None:
         held: list[tuple[bytes, str]] = []
-        if self.mode == "sse" and not self.modern:  # a 2026 error alone is answered with its HTTP status
+        if self.mode == "sse" and not self.modern and not self.challenged:  # (those answer with a status)
             await self._start_stream()
         while open_count > 0 or not self.queue.empty():
             got = await self._next()

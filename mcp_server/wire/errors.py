@@ -16,6 +16,7 @@ from mcp_types import (
 
 __all__ = [
     "CONNECTION_CLOSED",
+    "INSUFFICIENT_SCOPE",
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
     "INVALID_REQUEST",
@@ -25,6 +26,7 @@ __all__ = [
     "REQUEST_TIMEOUT",
     "RESOURCE_NOT_FOUND",
     "TOO_MANY_TASKS",
+    "InsufficientScope",
     "JSONRPCError",
     "RequestSettled",
     "ResourceNotFound",
@@ -45,6 +47,12 @@ conventions -32000 (connection closed) and -32001 (request timed out) and the ha
 TOO_MANY_TASKS = -32004
 """A ``tools/call`` that would start a task over ``MAX_TASKS_PER_OWNER`` or ``MAX_TASKS`` (tasks extension):
 refused before any task is created (HTTP 429 at 2026-07-28). In the same server-error band as -32003."""
+
+
+INSUFFICIENT_SCOPE = -32005
+"""A call the user may make that the token's scopes do not reach: HTTP 403 with an ``insufficient_scope``
+challenge where the transport can say so (one request per POST), this error everywhere (a batch member,
+stdio). Its ``data`` names the scopes to ask for. In the same server-error band as -32003 and -32004."""
 
 
 class JSONRPCError(Exception):
@@ -84,3 +92,22 @@ class RequestSettled(JSONRPCError):
 
 class ToolError(Exception):
     """Raise inside a tool to return a result with ``isError: true`` and this message as its text."""
+
+
+class InsufficientScope(JSONRPCError):
+    """-32005: the token's scopes do not reach what the request names, though the user may use it.
+
+    ``required`` are the scopes the call needs (``tool:<name>``, ``resource:<uri>``, ``prompt:<name>``);
+    ``scope`` is what a client should ask for to step up: the token's granted scopes, then the required ones
+    (RFC 6750 ``scope``, space-separated).
+    """
+
+    def __init__(self, required: list[str], granted: list[str], what: str) -> None:
+        wanted = list(dict.fromkeys([*granted, *required]))
+        self.required = required
+        self.scope = " ".join(wanted)
+        super().__init__(
+            INSUFFICIENT_SCOPE,
+            f"Insufficient scope: the token does not reach {what}; authorize {' '.join(required)}",
+            {"error": "insufficient_scope", "scope": self.scope, "requiredScopes": required},
+        )

@@ -16,10 +16,11 @@ from typing import Any
 
 from mcp_types.methods import CLIENT_REQUESTS
 
-from .errors import INVALID_PARAMS, METHOD_NOT_FOUND, TOO_MANY_TASKS, JSONRPCError
+from .errors import INSUFFICIENT_SCOPE, INVALID_PARAMS, METHOD_NOT_FOUND, TOO_MANY_TASKS, JSONRPCError
 from .versions import SUPPORTED_VERSIONS
 
 __all__ = [
+    "BUILTIN_METHODS",
     "CLIENT_CAPABILITIES_KEY",
     "CLIENT_INFO_KEY",
     "HEADER_MISMATCH",
@@ -75,6 +76,9 @@ MODERN_METHODS = (
 )
 """The methods the 2026-07-28 surface defines (``server/discover``, ``tools/call``, ...), with the tasks
 extension's."""
+BUILTIN_METHODS = frozenset(method for method, _version in CLIENT_REQUESTS) | TASK_METHODS
+"""Every request method the server answers itself, in any revision it speaks: the one list that the
+registry refuses to let a site override (``@mcp.method``) and that the dispatcher's table must cover."""
 
 _NAME_FIELDS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 _NAME_FIELDS |= {method: "taskId" for method in TASK_METHODS}
@@ -88,6 +92,7 @@ _STATUS = {
     MISSING_CAPABILITY: 400,
     UNSUPPORTED_VERSION: 400,
     METHOD_NOT_FOUND: 404,
+    INSUFFICIENT_SCOPE: 403,
     TOO_MANY_TASKS: 429,
 }
 _MAX_SAFE_INT = 2**53 - 1

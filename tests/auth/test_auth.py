@@ -211,13 +211,28 @@ async def test_lists_and_calls_follow_permissions(open_site: Fixtures) -> None:
 
 
 async def test_token_scopes_narrow_what_a_token_reaches(open_site: Fixtures) -> None:
+    """An ``mcp_`` token cannot step up: what its scopes do not reach stays unlisted, and a call to it (the
+    user may make it) is refused 403 ``insufficient_scope`` naming the scopes a token would need; what the
+    user may not use is unknown, as before."""
     server, data = open_site
     async with http_client(data["tokens"]["bob_whoami_only"]) as http:
         session = await open_session(http, server.url)
         assert tool_names(await session.request("tools/list", {})) == {"whoami"}
-        assert (await session.call_tool("lend", {"book": "x"}))["error"]["code"] == -32602
-        assert (await session.request("resources/read", {"uri": "auth://ledger"}))["error"]["code"] == -32002
+        refused = await session.post(rpc("tools/call", {"name": "lend", "arguments": {"book": "x"}}, 7))
+        assert refused.status_code == 403
+        assert refused.headers["www-authenticate"] == (
+            'Bearer error="insufficient_scope", scope="tool:whoami tool:lend", '
+            "error_description=\"Insufficient scope: the token does not reach the tool 'lend'; "
+            'authorize tool:lend"'
+        )  # no resource_metadata: this site has no authorization server
+        assert refused.json()["id"] == 7
+        assert refused.json()["error"]["code"] == -32005
+        read = await session.post(rpc("resources/read", {"uri": "auth://ledger"}, 8))
+        assert read.status_code == 403
+        assert read.json()["error"]["data"]["requiredScopes"] == ["resource:auth://ledger"]
         assert (await session.request("prompts/list", {}))["result"]["prompts"] == []
+        unknown = await session.call_tool("staff_only")  # bob is not staff: invisible, whatever the scopes
+        assert unknown["error"]["code"] == -32602
 
 
 # -- DRF authentication classes -----------------------------------------------------------------------------

@@ -19,10 +19,19 @@ from mcp_server import MCPServer
 from mcp_server.auth import Unauthorized, authenticate_request
 from mcp_server.auth.metadata import metadata_document, metadata_url
 from mcp_server.auth.models import AccessToken, hash_token
+from mcp_server.auth.oauth import insufficient_scope_challenge
 from mcp_server.models_as_tools import expose_model
-from mcp_server.registry.access import scope_key, scopes_allow, token_scopes
+from mcp_server.registry.access import (
+    granted_scopes,
+    missing_scopes,
+    required_scope,
+    scope_key,
+    scopes_allow,
+    token_scopes,
+)
 from mcp_server.routing import mcp_urlpatterns
 from mcp_server.site_checks import check_asgi_routing, check_authentication, routed_servers
+from mcp_server.wire.errors import InsufficientScope
 from project.catalogue.models import Book
 
 
@@ -65,6 +74,49 @@ def test_scope_matching() -> None:
     Token.scopes = []
     assert token_scopes(Token()) is None
     assert token_scopes(None) is None
+
+
+def test_the_scope_a_refused_call_names() -> None:
+    server = MCPServer("step-up")
+
+    @server.tool
+    def books_list() -> str:
+        return ""
+
+    @server.resource("library://shelf[1]")
+    def shelf() -> str:
+        return ""
+
+    @server.resource('library://say "hi"')
+    def quoted() -> str:
+        return ""
+
+    tool = server.tools["books_list"]
+    assert required_scope(tool) == "tool:books_list"
+    # a key that would not match itself as a pattern, or that a challenge cannot carry: everything
+    assert required_scope(server.resources["library://shelf[1]"]) == "mcp"
+    assert required_scope(server.resources['library://say "hi"']) == "mcp"
+
+    class Token:
+        scopes: Any = ["tool:echo", "-", 'tool:"x"']
+
+    assert missing_scopes(tool, Token()) == ["tool:books_list"]
+    assert missing_scopes(tool, None) is None
+    assert granted_scopes(Token()) == ["tool:echo"]  # what a challenge cannot repeat is left out
+    refusal = InsufficientScope(["tool:books_list"], ["tool:echo", "tool:books_list"], "the tool")
+    assert refusal.scope == "tool:echo tool:books_list"  # each scope once, granted ones first
+    assert refusal.code == -32005
+
+
+def test_the_insufficient_scope_challenge_cannot_carry_a_header_break() -> None:
+    value = insufficient_scope_challenge(None, "/mcp", "tool:x", 'bad "uri"\r\nSet-Cookie: a=b' + "x" * 300)
+    assert value.startswith('Bearer error="insufficient_scope", scope="tool:x", error_description="bad ')
+    assert "\r" not in value
+    assert "\n" not in value
+    assert value.count('"') == 6
+    assert len(value) < 300
+    forged = insufficient_scope_challenge(None, "/mcp", 'tool:a "\r\nX: y tool:b', "d")
+    assert forged == 'Bearer error="insufficient_scope", scope="tool:a X: y tool:b", error_description="d"'
 
 
 # -- authentication and challenges -------------------------------------------------------------------------

@@ -5,6 +5,8 @@ demo site in every response mode.
 (npm needed); :func:`scripts.conformance_report.run_matrix` starts the server and judges the checks.
 Clean means: no failure outside the json-mode allowlists, no warning at all, no stale allowlist entry; in
 the 2026 run, the scenarios of features still being built elsewhere (``PENDING``) are not judged.
+The suite's ``authorization`` command runs against the demo's own authorization server, the person's
+sign-in and consent scripted (``scripts/conformance_authorization.py``).
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from scripts.conformance_authorization import SCENARIOS, allowed_warnings, run_authorization
 from scripts.conformance_report import (
     ALLOWED_FAILURES,
     MODES,
@@ -27,6 +31,7 @@ from scripts.conformance_report import (
     run_matrix,
     suite_paths,
 )
+from tests.oauth.helpers import start_oauth_server
 
 pytestmark = pytest.mark.conformance
 
@@ -77,3 +82,30 @@ def test_sse_polling_scenario(mode: str, installed_suites: None, tmp_path: Path)
     assert not result.failures, report
     assert not result.warnings, report
     assert result.scenarios[0].passed >= 3, report
+
+
+async def test_the_authorization_command_passes_against_the_demos_authorization_server(
+    installed_suites: None, tmp_path: Path
+) -> None:
+    """``conformance authorization`` (0.2.0-alpha.12): the RFC 8414 metadata scenario, then the authorization
+    code grant, whose authorize URL a person (alice, signing in at the site's login) allows on the consent
+    page. Every check passes, the CIMD one too (the metadata advertises it), and there is no warning."""
+    site = start_oauth_server(tmp_path / "site")
+    try:
+        run = await run_authorization(site, tmp_path / "results")
+    finally:
+        site.stop()
+    report = f"{run.table()}\n\n{run.output}"
+    counts = {s.scenario: s for s in run.scenarios}
+    assert sorted(counts) == sorted(SCENARIOS), report
+    cimd = run.metadata.get("client_id_metadata_document_supported") is True  # its own check when advertised
+    assert cimd, report  # the demo advertises CIMD (mcp_server.oauth.defaults)
+    assert counts["authorization-server-metadata-endpoint"].passed == 2, report
+    assert counts["authorization-code-grant"].passed == 1, report  # code, state, iss, token response
+    assert not run.failures, report
+    assert sorted(run.warnings) == allowed_warnings(run.metadata), report
+    answer = parse_qs(urlsplit(run.callback).query)  # where the browser went back to the suite
+    assert set(answer) == {"code", "state", "iss"}, report
+    assert answer["iss"] == [site.base], report
+    assert run.returncode == 0, report
+    assert run.ok, report

@@ -25,15 +25,15 @@ ON = {"MCP_DEMO_OAUTH": "1"}
 PASSWORD = "pw-for-oauth-tests"
 
 
-def start_oauth_server(directory: Path, overrides: dict[str, Any] | None = None) -> LiveServer:
+def start_oauth_server(directory: Path, overrides: dict[str, Any] | None = None, **env: str) -> LiveServer:
     """A live test site with the authorization server on, and users ``alice`` (active) and ``gone``."""
     directory.mkdir(parents=True, exist_ok=True)
     template = directory / "template.sqlite3"
     if not template.exists():
-        env = base_env(directory / "making.sqlite3", **ON)
-        subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+        making = base_env(directory / "making.sqlite3", **ON)
+        subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=making, check=True)
         shutil.move(directory / "making.sqlite3", template)
-    server = start_server(directory, overrides, name=f"oauth{secrets.token_hex(2)}", **ON)
+    server = start_server(directory, overrides, name=f"oauth{secrets.token_hex(2)}", **{**ON, **env})
     make_user(server, "alice")
     return server
 

@@ -37,7 +37,7 @@ async def test_the_401_and_the_metadata_lead_to_the_site(site: LiveServer, http:
     assert metadata["scopes_supported"] == ["mcp"]
     assert metadata["response_types_supported"] == ["code"]
     assert set(metadata["grant_types_supported"]) == {"authorization_code", "refresh_token"}
-    assert "client_id_metadata_document_supported" not in metadata  # CIMD is not offered
+    assert metadata["client_id_metadata_document_supported"] is True
     assert "introspection_endpoint" not in metadata
 
 

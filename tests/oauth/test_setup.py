@@ -117,6 +117,51 @@ def test_the_endpoints_are_read_off_the_routing() -> None:
 
     other = MCPServer("other-for-walk", key="other-for-walk", title="Other")
     one = mcp_application(django_app, servers={"only/mcp": mcp})
-    assert [path for path, _title in _walk(one)] == ["/only/mcp", "/only/mcp"]
+    assert [path for path, _server in _walk(one)] == ["/only/mcp", "/only/mcp"]
     two = mcp_application(django_app, servers={"mcp": mcp, "x/mcp": other})
-    assert dict(_walk(two))["/x/mcp"] == "Other"
+    assert dict(_walk(two))["/x/mcp"] is other
+
+
+MCP = {"ALLOW_ANONYMOUS": False, "AUTHENTICATION_CLASSES": GOOD_CLASSES}
+
+
+@pytest.mark.parametrize(
+    "cimd",
+    [{"OAUTH_CIMD_HOSTS": "example.com"}, {"OAUTH_CIMD_HOSTS": [""]}, {"OAUTH_CIMD_PRIVATE_HOSTS": [3]}],
+)
+def test_bad_cimd_host_lists_are_an_error(cimd: dict[str, Any]) -> None:
+    assert ids(MCP_SERVER={**MCP, **cimd}) == ["mcp_server.E066"]
+
+
+def test_private_cimd_hosts_warn_outside_debug() -> None:
+    private = {**MCP, "OAUTH_CIMD_HOSTS": ["clients.example"], "OAUTH_CIMD_PRIVATE_HOSTS": ["intranet"]}
+    assert ids(MCP_SERVER=private) == []  # DEBUG: a test or a developer's machine
+    assert ids(DEBUG=False, SECURE_SSL_REDIRECT=True, MCP_SERVER=private) == ["mcp_server.W066"]
+
+
+@pytest.mark.parametrize(
+    "weak",
+    [
+        {"CIMD_METADATA_FETCHER": "builtins.object"},
+        {"CIMD_METADATA_FETCHER": "no.such.Fetcher"},
+        {"CIMD_FETCH_TIMEOUT_SECONDS": 60},
+        {"CIMD_MAX_DOCUMENT_SIZE": 10_000_000},
+        {"CIMD_MAX_CONCURRENT_FETCHES": 0},
+        {"CIMD_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.cimd.AllowAllCIMDPermission",)},
+    ],
+)
+def test_weakening_cimd_is_a_warning(weak: dict[str, Any]) -> None:
+    assert ids(OAUTH2_PROVIDER={**SAFE_DEFAULTS, **weak}) == ["mcp_server.W067"]
+    assert ids(OAUTH2_PROVIDER={**SAFE_DEFAULTS, **weak, "CIMD_ENABLED": False}) == []
+
+
+def test_server_icons_are_in_server_info_and_a_servers_own_win() -> None:
+    from mcp_server import MCPServer
+    from mcp_server.protocol.lifecycle import server_info
+
+    site_icon = [{"src": "https://example.org/site.png"}]
+    own_icon = [{"src": "https://example.org/own.png", "sizes": ["48x48"]}]
+    with override_settings(MCP_SERVER={"SERVER_ICONS": site_icon}):
+        assert server_info(MCPServer("plain-icons", key="plain-icons"))["icons"] == site_icon
+        assert server_info(MCPServer("own-icons", key="own-icons", icons=own_icon))["icons"] == own_icon
+    assert "icons" not in server_info(MCPServer("no-icons", key="no-icons"))

@@ -132,10 +132,34 @@ def test_duplicate_bare_tool_name_raises() -> None:
     assert set(server.tools) == {"echo", "echo2"}
 
 
-@pytest.mark.parametrize("name", ["tools/call", "initialize", "ping", "notifications/anything"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "tools/call",
+        "initialize",
+        "ping",
+        "notifications/anything",
+        # Once missing from the registry's own list, so registering them passed and was never called:
+        "server/discover",
+        "subscriptions/listen",
+        "tasks/get",
+        "tasks/update",
+        "tasks/cancel",
+    ],
+)
 def test_builtin_methods_cannot_be_overridden(name: str) -> None:
-    with pytest.raises(ImproperlyConfigured):
+    with pytest.raises(ImproperlyConfigured, match="built in"):
         MCPServer("x").method(name)
+
+
+def test_every_method_the_dispatcher_answers_is_refused_by_the_registry() -> None:
+    from mcp_server.protocol.dispatcher import BUILTINS
+
+    for name in [*BUILTINS, "initialize"]:
+        with pytest.raises(ImproperlyConfigured, match="built in"):
+            MCPServer("x").method(name)
+    # A method of no revision stays the site's own.
+    MCPServer("x").method("tasks/list")(lambda params: {})
 
 
 def test_servers_are_independent() -> None:
