@@ -92,10 +92,11 @@ def ours_env(
     return env
 
 
-def load(server: Server, concurrency: int, requests: int) -> dict[str, Any]:
+def load(server: Server, concurrency: int, requests: int, bearer: str | None = None) -> dict[str, Any]:
     cpu_before = server.cpu_seconds()
     command = [sys.executable, str(ROOT / "bench" / "loadgen.py"), "--url", server.url]
     command += ["--concurrency", str(concurrency), "--requests", str(requests)]
+    command += ["--bearer", bearer] if bearer else []
     done = subprocess.run(
         command,
         cwd=ROOT,

@@ -36,8 +36,9 @@ class Result:
 class Connection:
     """One keep-alive HTTP/1.1 connection carrying one MCP session."""
 
-    def __init__(self, host: str, port: int, path: str) -> None:
+    def __init__(self, host: str, port: int, path: str, bearer: str | None = None) -> None:
         self.host, self.port, self.path = host, port, path
+        self.auth = [f"Authorization: Bearer {bearer}"] if bearer else []
         self.session_id: str | None = None
         self.reader: asyncio.StreamReader
         self.writer: asyncio.StreamWriter
@@ -70,6 +71,7 @@ class Connection:
             "Content-Type: application/json",
             "Accept: application/json, text/event-stream",
             f"Content-Length: {len(body)}",
+            *self.auth,
         ]
         if self.session_id:
             head += [f"Mcp-Session-Id: {self.session_id}", f"MCP-Protocol-Version: {VERSION}"]
@@ -119,11 +121,13 @@ def replies_in(headers: dict[str, str], body: bytes) -> list[dict[str, Any]]:
     return payload if isinstance(payload, list) else [payload]
 
 
-async def _drive(url: str, concurrency: int, requests: int, tool: str, arguments: dict[str, Any]) -> Result:
+async def _drive(
+    url: str, concurrency: int, requests: int, tool: str, arguments: dict[str, Any], bearer: str | None = None
+) -> Result:
     parts = urlsplit(url)
     result = Result()
     connections = [
-        Connection(parts.hostname or "127.0.0.1", parts.port or 80, parts.path or "/")
+        Connection(parts.hostname or "127.0.0.1", parts.port or 80, parts.path or "/", bearer)
         for _ in range(concurrency)
     ]
     await asyncio.gather(*(c.open() for c in connections))
@@ -170,10 +174,15 @@ def percentile(sorted_values: list[float], share: float) -> float:
 
 
 def run(
-    url: str, concurrency: int, requests: int, tool: str = "echo", arguments: dict[str, Any] | None = None
+    url: str,
+    concurrency: int,
+    requests: int,
+    tool: str = "echo",
+    arguments: dict[str, Any] | None = None,
+    bearer: str | None = None,
 ) -> dict[str, Any]:
-    """Drive ``url`` and summarise (see the module docstring)."""
-    result = asyncio.run(_drive(url, concurrency, requests, tool, arguments or {"text": "x"}))
+    """Drive ``url`` and summarise (see the module docstring); ``bearer``: the token every request carries."""
+    result = asyncio.run(_drive(url, concurrency, requests, tool, arguments or {"text": "x"}, bearer))
     latencies = sorted(result.latencies)
     elapsed = result.seconds
     return {
@@ -198,8 +207,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--tool", default="echo")
+    parser.add_argument("--bearer", default=None, help="send Authorization: Bearer <this> with every request")
     args = parser.parse_args()
-    print(json.dumps(run(args.url, args.concurrency, args.requests, args.tool)))
+    print(json.dumps(run(args.url, args.concurrency, args.requests, args.tool, bearer=args.bearer)))
 
 
 if __name__ == "__main__":

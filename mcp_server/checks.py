@@ -13,6 +13,22 @@ from .conf import RESPONSE_MODES, MCPSettings
 __all__ = ["check_settings"]
 
 
+def _import_paths(key: str, paths: Any, check_id: str) -> list[CheckMessage]:
+    """E004 (``MIDDLEWARE``), E041 (``UPKEEP_HOOKS``): not a list of import paths that import."""
+    if not isinstance(paths, list | tuple):
+        return [Error(f"MCP_SERVER[{key!r}] must be a list of import paths.", id=check_id)]
+    messages: list[CheckMessage] = []
+    for path in paths:
+        try:
+            if not isinstance(path, str):
+                raise ImportError("not an import path")
+            import_string(path)
+        except ImportError as exc:
+            problem = f"MCP_SERVER[{key!r}] entry {path!r} cannot be imported: {exc}"
+            messages.append(Error(problem, id=check_id))
+    return messages
+
+
 @register(Tags.compatibility)
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Validate ``MCP_SERVER``."""
@@ -42,23 +58,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 id="mcp_server.E003",
             )
         )
-    middleware = conf.MIDDLEWARE
-    if not isinstance(middleware, list | tuple):
-        messages.append(
-            Error("MCP_SERVER['MIDDLEWARE'] must be a list of import paths.", id="mcp_server.E004")
-        )
-        middleware = []
-    for path in middleware:
-        try:
-            if not isinstance(path, str):
-                raise ImportError("not an import path")
-            import_string(path)
-        except ImportError as exc:
-            messages.append(
-                Error(
-                    f"MCP_SERVER['MIDDLEWARE'] entry {path!r} cannot be imported: {exc}", id="mcp_server.E004"
-                )
-            )
+    messages += _import_paths("MIDDLEWARE", conf.MIDDLEWARE, "mcp_server.E004")
+    if conf.UPKEEP_HOOKS is not None:
+        messages += _import_paths("UPKEEP_HOOKS", conf.UPKEEP_HOOKS, "mcp_server.E041")
     for key in ("REQUEST_TIMEOUT", "SESSION_IDLE_TIMEOUT", "KEEPALIVE_INTERVAL"):
         value = getattr(conf, key)
         if value is not None and (
@@ -67,7 +69,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             messages.append(
                 Error(f"MCP_SERVER[{key!r}] must be a positive number or None.", id="mcp_server.E005")
             )
-    for key in ("LEDGER_FLUSH_INTERVAL", "SESSION_CACHE_TTL"):
+    for key in ("LEDGER_FLUSH_INTERVAL", "SESSION_CACHE_TTL", "OAUTH_REFRESH_GRACE", "OAUTH_TOKEN_CACHE_TTL"):
         value = getattr(conf, key)
         if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < float("inf"):
             messages.append(

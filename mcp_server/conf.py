@@ -43,6 +43,9 @@ DEFAULTS: dict[str, Any] = {
     "OAUTH_AUTHORIZATION_SERVERS": [],
     "OAUTH_RESOURCE_METADATA": {},
     "OAUTH_THROTTLE": {"token": 60, "register": 20},
+    "OAUTH_REFRESH_GRACE": 10.0,
+    "OAUTH_TOKEN_CACHE_TTL": 60.0,
+    "UPKEEP_HOOKS": None,
     "OAUTH_CIMD_HOSTS": None,
     "OAUTH_CIMD_PRIVATE_HOSTS": [],
     "SESSION_RETENTION": 3600.0,
@@ -113,6 +116,12 @@ class MCPSettings:
     OAUTH_THROTTLE: dict[str, int] | None
     """Requests per minute per client address to the site's own token and registration endpoints
     (``mcp_server.oauth``); ``None`` or a missing key: no limit."""
+    OAUTH_REFRESH_GRACE: float
+    """Seconds a second refresh with the same refresh token gets the first one's answer (``0``: none)."""
+    OAUTH_TOKEN_CACHE_TTL: float
+    """Seconds an OAuth access token's row is kept in the default cache (``0``: read on every request)."""
+    UPKEEP_HOOKS: list[str] | None
+    """Import paths of callables each upkeep round calls (``None``: those the installed apps add)."""
     OAUTH_CIMD_HOSTS: list[str] | None
     """Hosts whose Client ID Metadata Documents are accepted (``ALLOWED_HOSTS`` syntax); ``None``: any."""
     OAUTH_CIMD_PRIVATE_HOSTS: list[str]

@@ -10,6 +10,10 @@ stray (its settlement was lost: a write the store refused for good, a write whos
 not know); its lease runs out, and the worker settles it -32000 itself, as a survivor settles a dead
 worker's orphans. So nothing stays pending for a request that was settled (I11), and its id can be reused.
 
+Each round also calls the site's upkeep hooks (``MCP_SERVER["UPKEEP_HOOKS"]``; by default those the installed
+apps add with :func:`add_default_hook`, such as the authorization server's pruning of unused client
+registrations), so that a higher layer's housekeeping runs here without this module knowing it.
+
 After a gap of more than a lease between two rounds that reached the store (it was down, or stalled), every
 live worker's leases may have run out meanwhile: a round waits one more lease before it settles orphans, so
 that the workers still alive renew theirs first (:meth:`Upkeep.round`).
@@ -18,6 +22,7 @@ that the workers still alive renew theirs first (:meth:`Upkeep.round`).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
@@ -25,7 +30,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from ..conf import mcp_settings
 from ..core.records import Ledger, LedgerRecord
@@ -36,7 +43,16 @@ from ..sessions import aexpire_idle_sessions, aprune_ended_sessions, touch_every
 from ..wire.jsonrpc import encode_reply
 from .events import EventStore, StoredEvent, keys_answered, retention_cutoff
 
-__all__ = ["ORPHAN_GAP", "ORPHAN_REASON", "STRAY_REASON", "SWEEP_BATCHES", "Holding", "Upkeep"]
+__all__ = [
+    "ORPHAN_GAP",
+    "ORPHAN_REASON",
+    "STRAY_REASON",
+    "SWEEP_BATCHES",
+    "Holding",
+    "Upkeep",
+    "add_default_hook",
+    "upkeep_hooks",
+]
 
 logger = logging.getLogger("mcp_server.ledger")
 
@@ -57,6 +73,33 @@ STRAY_REASON = "its settlement could not be recorded"
 OVERDUE_SLACK = timedelta(seconds=1)
 """How long past its deadline a live task waits for the upkeep: the worker running it fails it on time
 itself; the upkeep catches the task whose worker could not (a handler stuck outside the event loop)."""
+
+
+_DEFAULT_HOOKS: list[str] = []
+
+
+def add_default_hook(path: str) -> None:
+    """Add the import path of an upkeep hook to the defaults (from an app config's ``ready``).
+
+    A hook is a callable without arguments, plain or ``async`` (a plain one runs in a thread, so it may use
+    the ORM), returning ``None`` or counts (``dict[str, int]``) that are added to the round's. It runs in
+    every worker's every round (a third of ``LEASE_TIMEOUT``): one that needs to run less often keeps its
+    own pace (a key in the shared cache, say).
+    """
+    if path not in _DEFAULT_HOOKS:
+        _DEFAULT_HOOKS.append(path)
+
+
+def upkeep_hooks() -> list[str]:
+    """``MCP_SERVER["UPKEEP_HOOKS"]``, or when it is ``None``, the ones the installed apps added."""
+    configured = mcp_settings.UPKEEP_HOOKS
+    return list(_DEFAULT_HOOKS if configured is None else configured)
+
+
+async def _run_hook(path: str) -> dict[str, int]:
+    hook = import_string(path)
+    result = await hook() if inspect.iscoroutinefunction(hook) else await sync_to_async(hook)()
+    return {str(k): int(v) for k, v in dict(result or {}).items()}
 
 
 @dataclass(frozen=True)
@@ -141,8 +184,10 @@ class Upkeep:
         pruned = await self.ledger.aprune(now - retention)
         events = await self.events.aprune(retention_cutoff(now)) if self.events is not None else 0
         sessions = await self.sweep_sessions(now, max_batches=SWEEP_BATCHES)
+        hooks = await self.run_hooks()
         self._last_round = time.monotonic()
         return {
+            **hooks,
             "renewed": renewed,
             "orphans": orphans,
             "strays": strays,
@@ -151,6 +196,18 @@ class Upkeep:
             **tasks,
             **sessions,
         }
+
+    async def run_hooks(self) -> dict[str, int]:
+        """Call the upkeep hooks (:func:`upkeep_hooks`) in turn; one that fails is logged, the others run."""
+        counts: dict[str, int] = {}
+        for path in upkeep_hooks():
+            try:
+                counts.update(await _run_hook(path))
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("upkeep hook %s failed", path)
+        return counts
 
     async def keep_tasks(self, now: datetime, lease: timedelta, *, orphans: bool = True) -> dict[str, int]:
         """Renew the leases of the tasks running here (and stop those settled elsewhere meanwhile), fail

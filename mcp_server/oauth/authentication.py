@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -14,6 +13,7 @@ from ..auth.models import TOKEN_PREFIX
 from ..auth.oauth import resource_url
 from ..auth.tokens import bearer_token
 from .scopes import token_scopes
+from .token_cache import checksum_of, lookup
 from .usage import note_use
 from .validators import exact_resource
 
@@ -40,22 +40,17 @@ class OAuthTokenAuthentication(BaseAuthentication):
     List it before ``mcp_server.auth.tokens.TokenAuthentication`` (it leaves ``mcp_…`` tokens to that
     class). A token is refused with 401 ``invalid_token`` when unknown, expired, revoked, issued for
     another endpoint or for no endpoint (RFC 8707 audience, matched exactly), or when its user is
-    inactive or gone. Tokens are looked up by their SHA-256 checksum (DOT stores nothing else).
+    inactive or gone. Tokens are looked up by their SHA-256 checksum (DOT stores nothing else), through
+    the shared cache (:mod:`mcp_server.oauth.token_cache`: a revocation is seen at the next request).
     """
 
     realm = "mcp"
 
     async def authenticate(self, request: HttpRequest) -> AuthResult | None:
-        from oauth2_provider.models import get_access_token_model
-
         plain = bearer_token(request)
         if plain is None or plain.startswith(TOKEN_PREFIX):
             return None
-        checksum = hashlib.sha256(plain.encode()).hexdigest()
-        model = get_access_token_model()
-        token = (
-            await model.objects.select_related("user", "application").filter(token_checksum=checksum).afirst()
-        )
+        token = await lookup(checksum_of(plain))
         if token is None:
             raise AuthenticationFailed("Unknown token")
         if token.expires <= timezone.now():

@@ -21,6 +21,7 @@ from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
 from .cimd import is_cimd_client_id, refusal
 from .connections import identity_of
+from .grace import RefreshGrace, authenticated_client, replayed, still_live
 from .redirects import LOOPBACK_HOSTS, redirect_problem
 from .resources import canonical, endpoint_icons, endpoint_title, site_resources
 from .scopes import describe
@@ -119,14 +120,34 @@ class RegistrationManagementView(DynamicClientRegistrationManagementView):  # ty
 
 
 class ThrottledTokenView(TokenView):  # type: ignore[misc]
-    """DOT's token endpoint behind ``OAUTH_THROTTLE["token"]``."""
+    """DOT's token endpoint behind ``OAUTH_THROTTLE["token"]``, with the refresh grace window
+    (:mod:`mcp_server.oauth.grace`, ``OAUTH_REFRESH_GRACE``)."""
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         refused = throttled(request, "token")
         if refused is not None:
             return refused
+        plain = request.POST.get("refresh_token")
+        if request.POST.get("grant_type") == "refresh_token" and plain:  # one at a time, even without grace
+            return self._refresh(request, plain, *args, **kwargs)
         response: HttpResponse = super().post(request, *args, **kwargs)
         return response
+
+    def _refresh(self, request: HttpRequest, plain: str, *args: Any, **kwargs: Any) -> HttpResponse:
+        """One refresh of ``plain`` at a time; a second one inside the window gets the first's answer."""
+        grace = RefreshGrace(plain)
+        try:
+            kept = grace.acquire()
+            if kept is not None:
+                if authenticated_client(self, request) == kept[0] and still_live(kept[1]):
+                    return replayed(kept[1])
+                grace.forget()  # another client, or a grant revoked since: DOT refuses (and revokes)
+            response: HttpResponse = super().post(request, *args, **kwargs)
+            if response.status_code == 200:
+                grace.keep(authenticated_client(self, request) or "", response)
+            return response
+        finally:
+            grace.release()
 
 
 def _grant_problem(request: HttpRequest, resources: list[str]) -> str | None:

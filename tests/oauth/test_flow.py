@@ -21,7 +21,8 @@ from tests.raw import initialize
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    server = start_oauth_server(tmp_path_factory.mktemp("oauth-flow"))
+    # No refresh grace: a replay is refused at once (the window has tests of its own, test_grace.py).
+    server = start_oauth_server(tmp_path_factory.mktemp("oauth-flow"), {"OAUTH_REFRESH_GRACE": 0})
     yield server
     server.stop()
 

@@ -1,0 +1,84 @@
+"""The workers' upkeep prunes the client registrations never used (the default upkeep hook of the app)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.live import ROOT, base_env, start_server
+from tests.oauth.helpers import ON, manage
+
+SETUP = """
+from datetime import timedelta
+from django.utils import timezone
+from oauth2_provider.models import AccessToken, Application
+def app(name, days):
+    a = Application.objects.create(name=name, client_type='public', redirect_uris='http://127.0.0.1/cb',
+        authorization_grant_type='authorization-code', registration_source=Application.RegistrationSource.DCR)
+    Application.objects.filter(pk=a.pk).update(created=timezone.now() - timedelta(days=days))
+    return a
+app('old-unused', 2); app('new-unused', 0)
+used = app('old-used', 2)
+AccessToken.objects.create(application=used, token_checksum='0' * 64, scope='mcp',
+    expires=timezone.now() + timedelta(hours=1))
+"""
+
+NAMES = (
+    "from oauth2_provider.models import Application as A;"
+    "print(sorted(A.objects.values_list('name', flat=True)))"
+)
+
+
+def test_the_upkeep_prunes_unused_registrations(tmp_path: Path) -> None:
+    template = tmp_path / "template.sqlite3"
+    env = base_env(template, **ON)
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    database = tmp_path / "site.sqlite3"
+    shutil.copy(template, database)
+    site_env = {**ON, "DATABASE_URL": f"sqlite:///{database}"}
+    # The registrations exist before the server starts: its upkeep's first round finds them.
+    subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", SETUP],
+        cwd=ROOT,
+        env=base_env(database, **ON),
+        check=True,
+    )
+    server = start_server(tmp_path, name="prune", **site_env)
+    try:
+        with httpx.Client(timeout=30) as http:
+            assert (
+                initialize_sync(http, server.url) == 401
+            )  # an MCP request starts the runtime, and its upkeep
+        deadline = time.monotonic() + 30
+        names = manage(server, "shell", "-c", NAMES)
+        while "old-unused" in names:
+            assert time.monotonic() < deadline, f"never pruned: {names}\n{server.log()}"
+            names = manage(server, "shell", "-c", NAMES)
+    finally:
+        server.stop()
+    assert "new-unused" in names  # younger than a day
+    assert "old-used" in names  # holds a token
+
+
+def initialize_sync(http: httpx.Client, url: str) -> int:
+    done = http.post(
+        url,
+        json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
+        headers={"Accept": "application/json, text/event-stream"},
+    )
+    return done.status_code
+
+
+@pytest.mark.parametrize("hooks", [[], ["no.such.hook"]])
+def test_upkeep_hooks_can_be_turned_off_and_are_checked(hooks: list[str]) -> None:
+    from tests.live import manage_py_check
+
+    env = base_env(Path("/dev/null"), {"UPKEEP_HOOKS": hooks}, **ON)
+    done = manage_py_check(env)
+    assert ("mcp_server.E041" in done.stdout + done.stderr) == bool(hooks)
