@@ -24,7 +24,6 @@ from django.utils import timezone
 
 from mcp_server.auth.models import AccessToken
 from mcp_server.protocol.credentials import CredentialWatches, same_credential
-
 from tests.admin_helpers import admin_client, create_superuser, run_action
 from tests.auth_helpers import bearer, http_client, make_fixtures, manage
 from tests.live import LiveServer, shared_site, start_server
@@ -204,7 +203,8 @@ async def test_a_change_announced_for_a_user_rechecks_that_user_s_streams_alone(
         watches.watch(token_scope(kept_plain), ann, kept, end("kept")),
         watches.watch(token_scope(other_plain), ben, other, end("other")),
     ]
-    assert None not in tasks and len(watches) == 3
+    assert None not in tasks
+    assert len(watches) == 3
     assert watches.watch(token_scope("unused"), None, None, end("other")) is None  # anonymous: unwatched
     try:
         now = timezone.now()
@@ -214,7 +214,8 @@ async def test_a_change_announced_for_a_user_rechecks_that_user_s_streams_alone(
         await asyncio.wait_for(tasks[0], ENDS_WITHIN)  # ended through its callback, then returned
         assert ended["revoked"].is_set()
         assert watches.poke(str(ann.pk)) == 1  # the kept stream alone is left; ids compare as text
-        assert not ended["kept"].is_set() and not ended["other"].is_set()
+        assert not ended["kept"].is_set()
+        assert not ended["other"].is_set()
         assert len(watches) == 2
     finally:
         for task in tasks:
