@@ -117,7 +117,11 @@ TARGETS: dict[str, list[str]] = {
         "tests/test_runtime_task_bounds.py",
         "tests/protocol/test_tasks.py",
     ],
-    "mcp_server/protocol/task_methods.py": ["tests/protocol/test_tasks.py", "tests/test_runtime_tasks.py"],
+    "mcp_server/protocol/task_methods.py": [
+        "tests/protocol/test_tasks.py",
+        "tests/test_runtime_tasks.py",
+        "tests/auth/test_listen_access.py::test_a_listener_gets_none_of_another_users_tasks",  # visible_tasks
+    ],
     "mcp_server/protocol/credentials.py": ["tests/auth/test_stream_revocation.py"],
 }
 """The targeted pytest arguments of each module (test files that do not exist are left out)."""

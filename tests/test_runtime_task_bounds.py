@@ -154,6 +154,33 @@ async def test_the_limits_count_live_tasks_in_the_shared_store(
     await b.tasks.start(call(b, "slow_compute", {"seconds": 60}, address="10.0.0.3"), tool, {})
 
 
+async def test_the_site_limit_holds_alone_and_a_long_address_counts_by_its_stored_part(
+    solo: Runtime, settings: Any
+) -> None:
+    """``MAX_TASKS`` applies with ``MAX_TASKS_PER_OWNER`` off; an anonymous caller's address is kept, counted
+    and named in the refusal by its first 100 characters (the column's size)."""
+    tool = conformance.tools["slow_compute"]
+    settings_with(settings, MAX_TASKS_PER_OWNER=None, MAX_TASKS=2)
+    for address in ("10.0.1.1", "10.0.1.1"):  # no cap per owner: one address may hold them all
+        await solo.tasks.start(call(solo, "slow_compute", {"seconds": 60}, address=address), tool, {})
+    with pytest.raises(JSONRPCError) as full:
+        await solo.tasks.start(call(solo, "slow_compute", {"seconds": 60}, address="10.0.1.2"), tool, {})
+    assert full.value.data == {"limit": 2, "live": 2, "setting": "MAX_TASKS"}
+    long = "a" * 100 + "b" * 50
+    settings_with(settings, MAX_TASKS_PER_OWNER=1, MAX_TASKS=None)
+    created = await solo.tasks.start(call(solo, "slow_compute", {"seconds": 60}, address=long), tool, {})
+    record = await solo.tasks.store.aget(created["taskId"])
+    assert record is not None
+    assert record.client_address == long[:100]
+    with pytest.raises(JSONRPCError) as mine:
+        await solo.tasks.start(call(solo, "slow_compute", {"seconds": 60}, address=long), tool, {})
+    assert mine.value.data == {"limit": 1, "live": 1, "setting": "MAX_TASKS_PER_OWNER"}
+    assert f"for address {long[:100]}:" in mine.value.message
+    for task_id in list(solo.tasks.running):
+        assert await solo.tasks.cancel(task_id)
+    await ended(solo)
+
+
 async def test_a_task_fails_at_its_deadline_working_or_parked(solo: Runtime, settings: Any) -> None:
     settings_with(settings, TASK_MAX_DURATION=0.5)
     seen, changed = statuses(solo)

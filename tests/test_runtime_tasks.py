@@ -106,3 +106,36 @@ async def test_status_changes_reach_the_workers_watching_the_task(pair: tuple[Ru
     assert statuses[-2:] == ["working", "completed"]  # resumed by A with the answer, then done
     assert heard[-1].task["result"]["content"][0]["text"] == "Deleted f"
     await b.tasks.unwatch(task_id)
+
+
+async def test_a_task_watched_twice_is_heard_until_its_last_unwatch(pair: tuple[Runtime, Runtime]) -> None:
+    """Two watchers of one task on one worker (two listen streams, say): when one stops watching, the other
+    still hears every status change."""
+    a, b = pair
+    heard: list[TaskStatus] = []
+    changed = asyncio.Event()
+
+    async def listener(message: TaskStatus) -> None:
+        heard.append(message)
+        changed.set()
+
+    b.tasks.status_listeners.append(listener)
+    written: list[str] = []
+
+    def local(record: TaskRecord) -> None:
+        written.append(record.status)
+        changed.set()
+
+    a.tasks.store.on_change(local)
+    tool = conformance.tools["confirm_delete"]
+    created = await a.tasks.start(call(a, "confirm_delete", {"filename": "g"}), tool, {})
+    task_id = created["taskId"]
+    await until(lambda: "input_required" in written, changed)
+    assert await b.tasks.watch(task_id)
+    assert await b.tasks.watch(task_id)
+    await b.tasks.unwatch(task_id)  # one watcher left
+    answer = {"confirm": {"action": "accept", "content": {"confirm": True}}}
+    await b.tasks.store.aanswer(task_id, answer)
+    await until(lambda: any(m.task["status"] == "completed" for m in heard), changed)
+    assert heard[-1].task["result"]["content"][0]["text"] == "Deleted g"
+    await b.tasks.unwatch(task_id)
