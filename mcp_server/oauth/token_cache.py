@@ -9,26 +9,32 @@ application, their deletion) replaces the entry by a tombstone
 through Django's signals, before the change even commits. A tombstone is never overwritten by a request
 that read the row just before (``cache.add``), and sends the next requests to the database for the TTL.
 
-Only a cache that every process shares (Redis, Memcached, the database) is used: with a per-process one
-(``LocMemCache``, ``DummyCache``) a change made in another process (another worker, ``manage.py``) would go
-unseen, so tokens are then read from the database on every request.
+With a cache every process shares (Redis, Memcached, the database cache) a cached row is used as it is.
+With a per-process ``LocMemCache`` a change made in another process (another worker, ``manage.py``) sends
+no signal here, so each request also reads the token's user again, joined to the token, in one raw query
+(:func:`current_user`, no ORM compilation): a deleted or revoked token (DOT deletes its row), a deleted
+user and a deactivated one are still refused on the very next request, whichever process made the change.
+With ``DummyCache`` tokens are read from the database on every request.
 """
 
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.core.cache import caches
 from django.core.cache.backends.dummy import DummyCache
 from django.core.cache.backends.locmem import LocMemCache
+from django.db import connections, router
 from django.db.models.signals import post_delete, post_save, pre_delete
 from django.utils import timezone
 
 from ..conf import mcp_settings
 
-__all__ = ["TOMBSTONE", "cache_key", "checksum_of", "connect_signals", "forget", "lookup"]
+__all__ = ["TOMBSTONE", "cache_key", "checksum_of", "connect_signals", "current_user", "forget", "lookup"]
 
 TOMBSTONE = "stopped"
 """The value that replaces the entry of a token that stopped or changed."""
@@ -70,11 +76,46 @@ async def _from_database(checksum: str) -> Any:
     return await rows.afirst()
 
 
+def _shared() -> bool:
+    """Whether every process sees the default cache's entries (not ``LocMemCache``)."""
+    return not isinstance(_cache(), LocMemCache)
+
+
 def _ttl() -> float:
-    """``OAUTH_TOKEN_CACHE_TTL``, or 0 when the default cache is not shared by every process."""
-    if isinstance(_cache(), LocMemCache | DummyCache):
+    """``OAUTH_TOKEN_CACHE_TTL``, or 0 when the default cache keeps nothing (``DummyCache``)."""
+    if isinstance(_cache(), DummyCache):
         return 0.0
     return float(mcp_settings.OAUTH_TOKEN_CACHE_TTL or 0)
+
+
+@lru_cache(maxsize=8)
+def _user_sql(alias: str) -> str:
+    """The query of a token's user by checksum (``%s``), for the database ``alias``."""
+    from oauth2_provider.models import get_access_token_model
+
+    token, user = get_access_token_model()._meta, get_user_model()._meta
+    quote = connections[alias].ops.quote_name
+    columns = ", ".join(f"u.{quote(str(f.column))}" for f in user.concrete_fields)
+    user_column = quote(token.get_field("user").column)
+    checksum_column = quote(token.get_field("token_checksum").column)
+    return (
+        f"SELECT {columns} FROM {quote(token.db_table)} t JOIN {quote(user.db_table)} u"
+        f" ON u.{quote(str(user.pk.column))} = t.{user_column} WHERE t.{checksum_column} = %s"
+    )
+
+
+def _current_user(checksum: str) -> Any:
+    from oauth2_provider.models import get_access_token_model
+
+    alias = router.db_for_read(get_access_token_model())
+    users = list(get_user_model()._default_manager.db_manager(alias).raw(_user_sql(alias), [checksum]))
+    return users[0] if users else None
+
+
+async def current_user(checksum: str) -> Any:
+    """The user of the token with ``checksum`` as the database has them now, or ``None`` when the token (or
+    its user) is gone: one raw query (a ``RawQuerySet``: the field converters apply, no compilation)."""
+    return await sync_to_async(_current_user)(checksum)
 
 
 async def lookup(checksum: str) -> Any:
@@ -85,6 +126,12 @@ async def lookup(checksum: str) -> Any:
     key = cache_key(checksum)
     cached = await _cache().aget(key)
     if cached is not None and cached != TOMBSTONE:
+        if _shared():
+            return cached
+        user = await current_user(checksum)  # per process: what another process changed is read here
+        if user is None:
+            return None
+        cached.user = user
         return cached
     token = await _from_database(checksum)
     if token is not None and cached is None:
