@@ -19,14 +19,13 @@ import httpx
 import httpx2
 import pytest
 from mcp import Client
-from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
+from mcp.client.auth import AuthorizationCodeResult
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import OAuthClientMetadata
 
 from tests.live import LiveServer
 from tests.oauth.helpers import Browser, start_oauth_server
 from tests.oauth.raw_oauth import client_id, exchange, get_code
-from tests.oauth.signin import REDIRECT, MemoryStorage
+from tests.oauth.signin import SignIn
 from tests.raw import RawSession, modern_headers, modern_meta, open_session, rpc, wait_for
 
 REQUIRED = "django-mcp-ledger/requiredScope"
@@ -256,30 +255,12 @@ async def test_a_2026_request_out_of_scope_is_refused_403(site: LiveServer) -> N
 # -- the official client steps up ----------------------------------------------------------------------------
 
 
-class NarrowFirst:
+class NarrowFirst(SignIn):
     """The official client's OAuth provider, with a person who grants only ``tool:echo`` the first time
     (the browser asks the authorization server for less than the client did) and what is asked afterwards."""
 
     def __init__(self, site: LiveServer) -> None:
-        self.storage = MemoryStorage()
-        self.authorize_urls: list[str] = []
-        self.browser = Browser.open(site)
-        self.provider = OAuthClientProvider(
-            server_url=site.url,
-            client_metadata=OAuthClientMetadata(
-                client_name="Step-up test client",
-                redirect_uris=[REDIRECT],  # type: ignore[list-item]
-                grant_types=["authorization_code", "refresh_token"],
-                response_types=["code"],
-                token_endpoint_auth_method="none",
-            ),
-            storage=self.storage,
-            redirect_handler=self.redirect_handler,
-            callback_handler=self.callback_handler,
-        )
-
-    async def redirect_handler(self, url: str) -> None:
-        self.authorize_urls.append(url)
+        super().__init__(site, client_name="Step-up test client")
 
     async def callback_handler(self) -> AuthorizationCodeResult:
         url = self.authorize_urls[-1]
