@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: make the repository importable
     sys.path.insert(0, str(ROOT))
 
-from scripts.conformance_report import ScenarioCounts, read_results, suite_paths  # noqa: E402
+from scripts.conformance_report import ScenarioCounts, ScenarioTotals, read_results, suite_paths  # noqa: E402
 from tests.live import LiveServer, free_port  # noqa: E402
 from tests.oauth.helpers import PASSWORD, hidden_fields, start_oauth_server  # noqa: E402
 
@@ -70,7 +70,7 @@ WAIT = 120.0
 
 
 @dataclass
-class AuthorizationRun:
+class AuthorizationRun(ScenarioTotals):
     """What one run of the ``authorization`` command came to."""
 
     scenarios: list[ScenarioCounts]
@@ -82,14 +82,6 @@ class AuthorizationRun:
     callback: str = ""
     """The redirect the person's browser followed back to the suite."""
     notes: list[str] = field(default_factory=list)
-
-    @property
-    def failures(self) -> list[str]:
-        return [f"{s.scenario}:{c}" for s in self.scenarios for c in s.failed_checks]
-
-    @property
-    def warnings(self) -> list[str]:
-        return [f"{s.scenario}:{c}" for s in self.scenarios for c in s.warning_checks]
 
     @property
     def passed(self) -> int:

@@ -40,6 +40,7 @@ __all__ = [
     "SUITE_VERSIONS",
     "RunResult",
     "ScenarioCounts",
+    "ScenarioTotals",
     "format_table",
     "main",
     "read_results",
@@ -118,16 +119,10 @@ class ScenarioCounts:
     messages: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
-class RunResult:
-    """One run (:data:`RUNS`) against one response mode."""
+class ScenarioTotals:
+    """``failures`` and ``warnings`` over a run's ``scenarios`` (server runs, the authorization run)."""
 
-    version: str
-    """The run's name: a suite version (its default scenarios) or :data:`REQUIREMENTS_RUN`."""
-    mode: str
     scenarios: list[ScenarioCounts]
-    output_dir: Path
-    returncode: int
 
     @property
     def failures(self) -> list[str]:
@@ -138,6 +133,18 @@ class RunResult:
     def warnings(self) -> list[str]:
         """Every warning as ``scenario:check-id``."""
         return [f"{s.scenario}:{c}" for s in self.scenarios for c in s.warning_checks]
+
+
+@dataclass
+class RunResult(ScenarioTotals):
+    """One run (:data:`RUNS`) against one response mode."""
+
+    version: str
+    """The run's name: a suite version (its default scenarios) or :data:`REQUIREMENTS_RUN`."""
+    mode: str
+    scenarios: list[ScenarioCounts]
+    output_dir: Path
+    returncode: int
 
     @property
     def pin(self) -> str:
