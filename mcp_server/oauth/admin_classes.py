@@ -37,6 +37,14 @@ def _audience(resource: Any) -> str:
     return ", ".join(str(r) for r in resource or []) or "-"
 
 
+class AudienceColumn:
+    """The ``audience`` column of tokens and codes: the endpoints (``resource``) they are for."""
+
+    @admin.display(description="endpoint")
+    def audience(self, obj: Any) -> str:
+        return _audience(obj.resource)
+
+
 class LiveFilter(admin.SimpleListFilter):
     """Live (usable) or expired: by ``expires``."""
 
@@ -113,7 +121,7 @@ class ApplicationAdmin(dot_admin.ApplicationAdmin):  # type: ignore[misc]
         )
 
 
-class AccessTokenAdmin(dot_admin.AccessTokenAdmin):  # type: ignore[misc]
+class AccessTokenAdmin(AudienceColumn, dot_admin.AccessTokenAdmin):  # type: ignore[misc]
     """Access tokens: whose, which client, scopes, endpoint, expiry, last use (``updated``, to the minute)."""
 
     list_display = (
@@ -130,16 +138,12 @@ class AccessTokenAdmin(dot_admin.AccessTokenAdmin):  # type: ignore[misc]
     list_filter = (LiveFilter, "application__registration_source")
     date_hierarchy = "created"
 
-    @admin.display(description="endpoint")
-    def audience(self, obj: Any) -> str:
-        return _audience(obj.resource)
-
     @admin.display(description="last used", ordering="updated")
     def last_used(self, obj: Any) -> Any:
         return obj.updated
 
 
-class RefreshTokenAdmin(dot_admin.RefreshTokenAdmin):  # type: ignore[misc]
+class RefreshTokenAdmin(AudienceColumn, dot_admin.RefreshTokenAdmin):  # type: ignore[misc]
     """Refresh tokens: one family per sign-in (rotation keeps the used ones, revoked, to catch a replay)."""
 
     list_display = (
@@ -156,10 +160,6 @@ class RefreshTokenAdmin(dot_admin.RefreshTokenAdmin):  # type: ignore[misc]
     list_filter = (RevokedFilter, "application__registration_source")
     date_hierarchy = "created"
 
-    @admin.display(description="endpoint")
-    def audience(self, obj: Any) -> str:
-        return _audience(obj.resource)
-
     @admin.display(description="expires")
     def expires(self, obj: Any) -> Any:
         lifetime = refresh_token_expire_timedelta()
@@ -170,16 +170,12 @@ class RefreshTokenAdmin(dot_admin.RefreshTokenAdmin):  # type: ignore[misc]
         return str(obj.token_family or "")[:8] or "-"
 
 
-class GrantAdmin(dot_admin.GrantAdmin):  # type: ignore[misc]
+class GrantAdmin(AudienceColumn, dot_admin.GrantAdmin):  # type: ignore[misc]
     """Authorization codes not yet exchanged (each lives ``AUTHORIZATION_CODE_EXPIRE_SECONDS``)."""
 
     list_display = ("pk", "masked_code", "user", "application", "scope", "audience", "expires", "created")
     list_filter = (LiveFilter,)
     actions = ["revoke_codes"]
-
-    @admin.display(description="endpoint")
-    def audience(self, obj: Any) -> str:
-        return _audience(obj.resource)
 
     @admin.action(description="Revoke selected authorization codes", permissions=["delete"])
     def revoke_codes(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:

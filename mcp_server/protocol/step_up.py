@@ -13,9 +13,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from ..core.stores import bounded
-from ..registry.access import granted_scopes, missing_scopes, token_scopes
-from ..registry.entries import allowed
-from ..registry.signature import call_handler
+from ..registry.access import apermitted, granted_scopes, missing_scopes, token_scopes
 from ..wire.errors import InsufficientScope
 
 if TYPE_CHECKING:
@@ -50,10 +48,6 @@ def target_of(ctx: Context) -> tuple[RegisteredHandler, str] | None:
     return (found[0], f"the resource {uri!r}") if found is not None else None
 
 
-async def _permitted(entry: RegisteredHandler, ctx: Context) -> bool:
-    return entry.permission is None or bool(await call_handler(allowed, entry.permission, ctx.user))
-
-
 async def scope_refusal(ctx: Context) -> InsufficientScope | None:
     """The refusal of ``ctx``'s request for the token's scopes, or ``None`` when it may run.
 
@@ -72,7 +66,7 @@ async def scope_refusal(ctx: Context) -> InsufficientScope | None:
     if missing is None:
         return None
     try:
-        if not await bounded(_permitted(entry, ctx), "database"):
+        if not await bounded(apermitted(entry, ctx), "database"):
             return None  # the user may not use it: invisible, answered as unknown by its handler
     except Exception:
         logger.warning("the scope check of %r (%s) failed", ctx.request_id, ctx.method, exc_info=True)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "REQUIRED_SCOPE_KEY",
+    "apermitted",
     "ausable",
     "can_step_up",
     "granted_scopes",
@@ -134,6 +135,11 @@ async def usable_entries(entries: Sequence[H], ctx: Context) -> list[H]:
 async def ausable(entry: RegisteredHandler, ctx: Context) -> bool:
     """Async :func:`usable` for the request ``ctx`` serves."""
     return bool(await usable_entries([entry], ctx))
+
+
+async def apermitted(entry: RegisteredHandler, ctx: Context) -> bool:
+    """Whether ``ctx``'s user may use ``entry`` by its permission alone (the token's scopes aside)."""
+    return entry.permission is None or bool(await call_handler(_permitted, [entry], ctx.user))
 
 
 async def listed_entries(entries: Sequence[H], ctx: Context) -> list[tuple[H, list[str] | None]]:
