@@ -88,6 +88,25 @@ async def test_the_page_needs_a_signed_in_person(site: LiveServer) -> None:
     assert page.headers["location"] == "/accounts/login/?next=/oauth/apps/"
 
 
+@pytest.mark.parametrize(
+    "path",
+    ["/oauth/apps/99999999999999999999999999/revoke/", "/oauth/apps/0/revoke/", "/oauth/apps/x%00/revoke/"],
+)
+async def test_a_revoke_of_no_app_of_yours_is_refused_clearly(site: LiveServer, path: str) -> None:
+    browser = Browser.open(site)
+    try:
+        await browser.login("bob")
+        await browser.http.get(APPS)
+        token = browser.http.cookies["csrftoken"]  # (bob has no app: the page shows no form)
+        answer = await browser.http.post(path, data={"csrfmiddlewaretoken": token})
+        assert answer.status_code in (302, 404), answer.text[:300]  # the page's message, or no such URL
+        if answer.status_code == 302:
+            shown = await browser.http.get(answer.headers["location"])
+            assert "That app is not connected to your account." in shown.text
+    finally:
+        await browser.close()
+
+
 async def test_a_person_revokes_a_connected_app_and_its_tokens_stop(site: LiveServer) -> None:
     sign_in = SignIn(site, client_name="Revocable <test> client")
     bob = Browser.open(site)
