@@ -23,6 +23,7 @@ from mcp_server.core.records import DuplicateRequest, Ledger, LedgerRecord, requ
 from mcp_server.core.states import State
 from mcp_server.ledger.cache import CacheLedger
 from mcp_server.ledger.database import DatabaseLedger
+from mcp_server.ledger.inflight import InFlight
 from mcp_server.ledger.writer import LedgerWriter
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -44,6 +45,7 @@ class Instrumented(Ledger):
         self.gate: threading.Event | None = None
         self.started = threading.Event()
         self.attempts: list[float] = []
+        self.committing = threading.local()  # .active: this thread is inside write_claimed
 
     def write_batch(self, inserts: list[LedgerRecord], updates: list[LedgerRecord]) -> list[LedgerRecord]:
         self.attempts.append(time.monotonic())
@@ -55,10 +57,16 @@ class Instrumented(Ledger):
             assert self.gate.wait(10)
         self.batches.append(([str(r.state) for r in inserts], [str(r.state) for r in updates]))
         refused = super().write_batch(inserts, updates)
+        if not getattr(
+            self.committing, "active", False
+        ):  # inside write_claimed: counted once its transaction has committed
+            self._count_written()
+        return refused
+
+    def _count_written(self) -> None:
         with self.wrote:
             self.written += 1
             self.wrote.notify_all()
-        return refused
 
     async def until_written(self, batches: int) -> None:
         """Wait until ``batches`` batches have been written (by whatever flushed them)."""
@@ -72,6 +80,17 @@ class Instrumented(Ledger):
 
 class InstrumentedDatabase(Instrumented, DatabaseLedger):
     error = OperationalError
+
+    def write_claimed(
+        self, inserts: list[LedgerRecord], keys: list[int], updates: list[LedgerRecord], flight: InFlight
+    ) -> tuple[list[LedgerRecord], set[int]]:
+        self.committing.active = True
+        try:
+            result = super().write_claimed(inserts, keys, updates, flight)
+        finally:
+            self.committing.active = False
+        self._count_written()
+        return result
 
 
 class InstrumentedCache(Instrumented, CacheLedger):
