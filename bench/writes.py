@@ -19,6 +19,11 @@ on SQLite quotes each one's parameters with one more query, inside the write loc
 
     .venv/bin/python bench/writes.py                         # 1,000 sequential + 200 concurrent, all setups
     .venv/bin/python bench/writes.py --setups sqlite-default --sequential 100 --concurrent 40
+    .venv/bin/python bench/writes.py --tool add_author      # the demo's ModelForm tool, as a signed-in user
+
+``--tool add_author`` is ``expose_form(mcp, AuthorForm)`` (project/catalogue/mcp.py): the form validates and
+saves the row in ``write_transaction``, claiming the answer last, as model write tools and viewset writes do.
+The bench makes a superuser and an ``mcp_token`` for it on the worker's database first.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import asyncio
 import contextlib
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -43,6 +49,8 @@ from mcp_server.site_checks import SQLITE_OPTIONS  # noqa: E402
 from tests.live import LiveServer, postgres_database, start_server  # noqa: E402
 
 SETUPS = ("sqlite-readme", "sqlite-default", "postgresql")
+SIGNED_IN_TOOLS = ("add_author",)
+"""Tools that need a user with permissions: called with a bearer token of a superuser."""
 LOCK_TROUBLE = ("database is locked", "ledger write failed", "deadlock")
 
 
@@ -80,12 +88,16 @@ class Caller:
         self.connection = connection
         self.tool = tool
         self.next_id = 0
+        self.prefix = f"{id(self):x}"
 
     async def call(self, name: str) -> tuple[bool, float]:
         """One ``tools/call``: whether exactly one successful reply came for its id, and the seconds taken."""
         self.next_id += 1
         request_id = self.next_id
-        arguments = {"name": name} if self.tool == "write_author" else {"text": name}
+        if self.tool == "add_author":  # unique names: the form refuses a duplicate author
+            arguments = {"name": f"{name} {self.prefix}-{request_id}"}
+        else:
+            arguments = {"name": name} if self.tool == "write_author" else {"text": name}
         message = {
             "jsonrpc": "2.0",
             "id": request_id,
@@ -142,8 +154,30 @@ async def measured(
     }
 
 
-async def opened(server: LiveServer, tool: str) -> Caller:
-    connection = Connection("127.0.0.1", server.port, "/mcp")
+def superuser_token(server: LiveServer) -> str:
+    """A superuser on the worker's database and a plain ``mcp_token`` for it."""
+    env = {**server.env, "DJANGO_SUPERUSER_PASSWORD": "bench-password"}
+    manage = [sys.executable, "manage.py"]
+    subprocess.run(
+        [*manage, "createsuperuser", "--noinput", "--username", "bench", "--email", "bench@example.com"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    done = subprocess.run(
+        [*manage, "mcp_token", "create", "bench", "--name", "bench"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout.strip()
+
+
+async def opened(server: LiveServer, tool: str, bearer: str | None = None) -> Caller:
+    connection = Connection("127.0.0.1", server.port, "/mcp", bearer=bearer)
     await connection.open()
     return Caller(connection, tool)
 
@@ -151,13 +185,14 @@ async def opened(server: LiveServer, tool: str) -> Caller:
 async def drive(server: LiveServer, tool: str, sequential: int, concurrent: int) -> dict[str, dict[str, Any]]:
     """The sequential phase on one session, then ``concurrent`` sessions calling at once."""
     pid = server.process.pid
-    first = await opened(server, tool)
+    bearer = superuser_token(server) if tool in SIGNED_IN_TOOLS else None
+    first = await opened(server, tool, bearer)
 
     async def one_by_one() -> list[tuple[bool, float]]:
         return [await first.call(f"Sequential {i % 50}") for i in range(sequential)]
 
     phases = {"sequential": await measured(pid, sequential, one_by_one)}
-    callers = [await opened(server, tool) for _ in range(concurrent)]
+    callers = [await opened(server, tool, bearer) for _ in range(concurrent)]
 
     async def at_once() -> list[tuple[bool, float]]:
         return list(await asyncio.gather(*(c.call(f"Concurrent {i % 50}") for i, c in enumerate(callers))))
@@ -177,7 +212,9 @@ def main() -> None:
     parser.add_argument("--sequential", type=int, default=1000)
     parser.add_argument("--concurrent", type=int, default=200)
     parser.add_argument(
-        "--tool", default="write_author", help="compare with another tool taking `text` (echo)"
+        "--tool",
+        default="write_author",
+        help="add_author: the demo's ModelForm tool (signed in); or a tool taking `text` (echo), to compare",
     )
     parser.add_argument("--debug", action="store_true", help="run the worker with DEBUG on")
     args = parser.parse_args()
