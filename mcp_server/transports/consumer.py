@@ -3,8 +3,18 @@
 One consumer instance serves one HTTP exchange. It has no channel-layer name of its own: what other worker
 processes send (a cancel, a session's end, messages for a GET stream) reaches the process's runtime, which
 holds the exchange's requests and streams. Nor does it close old database connections on every ASGI
-message, as Channels' consumers do: nothing on the request path waits on the database once the session is
-cached (the ledger is written behind it).
+message, as Channels' consumers do (with ``CONN_MAX_AGE`` 0 that would open a connection per message). The
+request path does query the database: authentication (a token and its user, the cookie session), the session
+lookup and its quota, and handlers. Their connections are kept sound where they are used instead:
+
+- the request path's own queries run under :func:`~mcp_server.core.stores.bounded`, which drops the ORM
+  thread's connection when a query fails on it (a restarted server), so the next one reconnects;
+- a sync handler runs between two ``close_old_connections()`` in its worker thread
+  (:mod:`mcp_server.registry.signature`), as a Django view runs between a request's signals;
+- a write's ``atomic`` block closes a connection whose rollback failed.
+
+``tests/end_to_end/test_store_faults.py`` restarts PostgreSQL under token-authenticated reads and form writes
+and sees every thread recover.
 """
 
 from __future__ import annotations
@@ -93,7 +103,8 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             finished.cancel()
 
     async def dispatch(self, message: dict[str, Any]) -> None:
-        """Route an ASGI event to its handler (no database housekeeping: see the module docstring)."""
+        """Route an ASGI event to its handler (no per-message database housekeeping: see the module
+        docstring)."""
         await getattr(self, get_handler_name(message))(message)
 
     async def send(self, message: dict[str, Any]) -> None:

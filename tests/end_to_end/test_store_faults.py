@@ -17,6 +17,8 @@ Every wait on a response is bounded by the deadline plus a margin (:data:`BOUND`
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -28,8 +30,8 @@ import httpx
 import psycopg
 import pytest
 
-from tests.live import LiveServer, start_server
-from tests.raw import LATEST, mcp_headers, messages_of, rpc, wait_for
+from tests.live import ROOT, LiveServer, start_server
+from tests.raw import LATEST, mcp_headers, messages_of, modern_headers, modern_meta, rpc, wait_for
 from tests.stores import PostgresServer, RedisServer, throwaway_postgres, throwaway_redis
 
 STORE_TIMEOUT = 1.0
@@ -54,6 +56,8 @@ WORKERS = {
     },
 }
 ECHO = {"name": "echo", "arguments": {"text": "hi"}}
+WIDTH = 16
+"""Concurrent requests in a round: more than a worker's threads, so each thread's connection is used."""
 LEDGER_DOWN = "Store unavailable: the ledger"
 
 
@@ -306,6 +310,73 @@ async def test_a_restarted_postgres(site: Site, http: httpx.AsyncClient) -> None
     assert rows[(st, "i:1")]["state"] == "answered"
     again = await asyncio.gather(*(timed(call(http, w, s, 2)) for w, s in ((behind, sb), (through, st))))
     assert [result_text(t, 2) for t in again] == ["hi", "hi"]  # reconnected; the ids are free
+
+
+def bearer_for(worker: LiveServer) -> str:
+    """A user and an ``mcp_token`` of theirs on the site's database, made with ``manage.py``."""
+    env = {**worker.env, "DJANGO_SUPERUSER_PASSWORD": "faults-password"}
+    make_user = ["createsuperuser", "--noinput", "--username", "faults", "--email", "faults@example.com"]
+    for args in (make_user, ["mcp_token", "create", "faults", "--name", "faults"]):
+        done = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+async def test_token_authenticated_requests_recover_after_a_restarted_postgres(
+    site: Site, http: httpx.AsyncClient
+) -> None:
+    """Authentication reads the token (and its user) on every request, and a form tool writes, in the
+    request path's threads. After a restart every connection those threads held is broken: each thread
+    drops a broken connection and opens a new one, so requests recover, on every thread (rounds wider than
+    the pool), with no 500 meanwhile."""
+    worker = site.workers["behind"]
+    token = await asyncio.to_thread(bearer_for, worker)
+    auth = {"Authorization": f"Bearer {token}"}
+
+    def signed_in(request_id: int) -> Awaitable[httpx.Response]:
+        name, arguments = (
+            ("whoami", {}) if request_id % 2 else ("add_author", {"name": f"Faults {request_id}"})
+        )
+        body = rpc("tools/call", {"name": name, "arguments": arguments, "_meta": modern_meta()}, request_id)
+        return http.post(worker.url, json=body, headers=modern_headers("tools/call", name, **auth))
+
+    async def round_of(first_id: int) -> list[Timed]:
+        return list(await asyncio.gather(*(timed(signed_in(first_id + i)) for i in range(WIDTH))))
+
+    def succeeded(reply: Timed, request_id: int) -> bool:
+        result = answer(reply, request_id).get("result")
+        if result is None or result.get("isError"):
+            return False
+        content = result["structuredContent"]
+        return bool(
+            content["user"] == "faults" if request_id % 2 else content["name"] == f"Faults {request_id}"
+        )
+
+    def all_succeeded(first_id: int, replies: list[Timed]) -> bool:
+        assert all(r.status in (200, 401, 503) for r in replies), [r.response.text for r in replies]
+        return all(r.status == 200 and succeeded(r, first_id + i) for i, r in enumerate(replies))
+
+    assert all_succeeded(100, await round_of(100))
+    site.postgres.restart()
+    next_id = 1000
+
+    async def recovered() -> bool:
+        nonlocal next_id
+        first, next_id = next_id, next_id + WIDTH
+        return all_succeeded(first, await round_of(first))
+
+    await wait_for(recovered, within=BOUND)
+    for _ in range(3):  # every thread's connection works again, not only some
+        first, next_id = next_id, next_id + WIDTH
+        replies = await round_of(first)
+        assert all_succeeded(first, replies), [r.response.text for r in replies]
 
 
 # -- Redis ------------------------------------------------------------------------------------------------
