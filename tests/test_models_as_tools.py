@@ -13,7 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from mcp_server import MCPServer
 from mcp_server.core.context import Context, SessionState
-from mcp_server.models_as_tools import expose_model
+from mcp_server.expose.models import expose_model
 from project.catalogue.models import Author, Book
 from tests.testapp.models import PickyBook
 
