@@ -34,7 +34,8 @@ from ..core.writes import write_transaction
 from ..registry.entries import Permission
 from ..registry.server import MCPServer
 from ..wire.errors import ToolError
-from .models import DEFAULT_PERMISSION, _make_handler, _python_type
+from .fields import python_type
+from .schema import DEFAULT_PERMISSION, ctx_parameter, keyword, make_handler
 from .writes import claim_answer
 
 __all__ = ["expose_form", "form_errors_message"]
@@ -76,7 +77,7 @@ def _annotation(field: forms.Field) -> Any:
     """The Python type (with pydantic constraints) the JSON schema of ``field`` is made from."""
     if isinstance(field, forms.ModelChoiceField):
         queryset: Any = field.queryset
-        key_type = _python_type(queryset.model._meta.pk)
+        key_type = python_type(queryset.model._meta.pk)
         return list[key_type] if isinstance(field, forms.ModelMultipleChoiceField) else key_type  # type: ignore[valid-type]
     if isinstance(field, forms.MultipleChoiceField):
         values = _choice_values(field)
@@ -84,14 +85,14 @@ def _annotation(field: forms.Field) -> Any:
     if isinstance(field, forms.ChoiceField):
         values = _choice_values(field)
         return Literal[values] if values else str
-    for field_class, python_type in _SCALARS:
+    for field_class, scalar_type in _SCALARS:
         if isinstance(field, field_class):
             if isinstance(field, forms.IntegerField | forms.FloatField | forms.DecimalField):
                 bounds: dict[str, Any] = {
                     k: v for k, v in {"ge": field.min_value, "le": field.max_value}.items() if v is not None
                 }
-                return Annotated[python_type, Field(**bounds)] if bounds else python_type
-            return python_type
+                return Annotated[scalar_type, Field(**bounds)] if bounds else scalar_type
+            return scalar_type
     if isinstance(field, forms.CharField):
         lengths: dict[str, Any] = {
             k: v
@@ -103,16 +104,55 @@ def _annotation(field: forms.Field) -> Any:
 
 
 def _parameters(form_class: type[forms.BaseForm]) -> list[inspect.Parameter]:
-    keyword = inspect.Parameter.KEYWORD_ONLY
     params = []
     base_fields: dict[str, forms.Field] = getattr(form_class, "base_fields")  # noqa: B009
     for field_name, field in base_fields.items():
         annotation = _annotation(field)
         if field.required and not isinstance(field, forms.NullBooleanField):
-            params.append(inspect.Parameter(field_name, keyword, annotation=annotation))
+            params.append(keyword(field_name, annotation))
         else:
-            params.append(inspect.Parameter(field_name, keyword, default=None, annotation=annotation | None))
-    return [*params, inspect.Parameter("ctx", keyword, annotation=Context)]
+            params.append(keyword(field_name, annotation | None, default=None))
+    return [*params, ctx_parameter()]
+
+
+def _model_form_run(
+    form_class: type[forms.BaseForm], model: Any, handler: FormHandler | None
+) -> Callable[[dict[str, Any], Context], Any]:
+    """A ``ModelForm`` tool's work, in the worker thread: validate, then save (or ``handler(form, ctx)``) and
+    claim the answer, all in one transaction; the result is the saved row's key and fields."""
+    field_names = list(getattr(form_class, "base_fields"))  # noqa: B009
+
+    def saved(obj: Any) -> dict[str, Any]:
+        pk_name = model._meta.pk.name
+        model_fields = [f for f in field_names if _is_model_field(model, f)]
+        row: dict[str, Any] = model._default_manager.filter(pk=obj.pk).values(pk_name, *model_fields).get()
+        return row
+
+    def run(arguments: dict[str, Any], ctx: Context) -> Any:
+        form = form_class(data=arguments)
+        alias = router.db_for_write(model)
+        with write_transaction(alias):
+            if not form.is_valid():
+                raise ToolError(form_errors_message(form))
+            result = handler(form, ctx) if handler is not None else saved(form.save())  # type: ignore[attr-defined]
+            claim_answer(ctx, alias)
+            return result
+
+    return run
+
+
+def _form_run(
+    form_class: type[forms.BaseForm], handler: FormHandler
+) -> Callable[[dict[str, Any], Context], Any]:
+    """A plain ``Form`` tool's work, in the worker thread: validate, then ``handler(form, ctx)``."""
+
+    def run(arguments: dict[str, Any], ctx: Context) -> Any:
+        form = form_class(data=arguments)
+        if not form.is_valid():
+            raise ToolError(form_errors_message(form))
+        return handler(form, ctx)
+
+    return run
 
 
 def expose_form(
@@ -142,28 +182,11 @@ def expose_form(
     model: Any = form_class._meta.model if is_model_form else None  # type: ignore[attr-defined]
     if permission is DEFAULT_PERMISSION:
         permission = f"{model._meta.app_label}.add_{model._meta.model_name}" if is_model_form else None
-    field_names = list(getattr(form_class, "base_fields"))  # noqa: B009
-
-    def saved(obj: Any) -> dict[str, Any]:
-        pk_name = model._meta.pk.name
-        model_fields = [f for f in field_names if _is_model_field(model, f)]
-        row: dict[str, Any] = model._default_manager.filter(pk=obj.pk).values(pk_name, *model_fields).get()
-        return row
-
-    def run(arguments: dict[str, Any], ctx: Context) -> Any:
-        form = form_class(data=arguments)
-        if is_model_form:
-            alias = router.db_for_write(model)
-            with write_transaction(alias):
-                if not form.is_valid():
-                    raise ToolError(form_errors_message(form))
-                result = handler(form, ctx) if handler is not None else saved(form.save())  # type: ignore[attr-defined]
-                claim_answer(ctx, alias)
-                return result
-        if not form.is_valid():
-            raise ToolError(form_errors_message(form))
+    if is_model_form:
+        run = _model_form_run(form_class, model, handler)
+    else:
         assert handler is not None
-        return handler(form, ctx)
+        run = _form_run(form_class, handler)
 
     async def call(**arguments: Any) -> Any:
         ctx: Context = arguments.pop("ctx")
@@ -178,7 +201,7 @@ def expose_form(
         description=description or inspect.getdoc(form_class) or f"Submit {form_class.__name__}.",
         annotations={"readOnlyHint": False, **(annotations or {})},
         permission=permission,
-    )(_make_handler(call, name, _parameters(form_class), _returns(handler)))
+    )(make_handler(call, name, _parameters(form_class), _returns(handler)))
     return name
 
 

@@ -2,8 +2,7 @@
 
 ::
 
-    from mcp_server import mcp
-    from mcp_server import expose_model
+    from mcp_server import expose_model, mcp
 
     expose_model(
         mcp, Book,
@@ -23,15 +22,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import datetime
-import decimal
 import inspect
 import json
-import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from django.core.exceptions import FieldDoesNotExist, ImproperlyConfigured
+from django.core.exceptions import ImproperlyConfigured
 from django.db import models
 from pydantic import BaseModel, Field, create_model
 
@@ -39,66 +36,21 @@ from ..core.context import Context
 from ..registry.entries import Permission
 from ..registry.server import MCPServer
 from ..wire.errors import ToolError
-from .writes import WRITE_OPERATIONS, RelatedSource, register_writes
+from .fields import path_type, python_type
+from .schema import DEFAULT_PERMISSION, ctx_parameter, keyword, make_handler
+from .writes import WRITE_OPERATIONS, RelatedSource, operation_permissions, register_writes
 
 __all__ = ["DEFAULT_PERMISSION", "expose_model"]
-
-DEFAULT_PERMISSION: Any = object()
-"""Marker for ``permission=``: the model's ``view`` permission."""
 
 TEXT_LOOKUPS = {"contains", "icontains", "startswith", "istartswith", "endswith", "iendswith", "iexact"}
 LOOKUPS = TEXT_LOOKUPS | {"exact", "gt", "gte", "lt", "lte", "in", "isnull"}
 
-_TYPES: list[tuple[type[models.Field[Any, Any]], Any]] = [
-    (models.BooleanField, bool),
-    (models.DateTimeField, datetime.datetime),
-    (models.DateField, datetime.date),
-    (models.TimeField, datetime.time),
-    (models.DurationField, datetime.timedelta),
-    (models.DecimalField, decimal.Decimal),
-    (models.FloatField, float),
-    (models.IntegerField, int),
-    (models.AutoField, int),
-    (models.BigAutoField, int),
-    (models.SmallAutoField, int),
-    (models.UUIDField, uuid.UUID),
-    (models.JSONField, Any),
-]
-
 QuerySetSource = models.QuerySet[Any] | Callable[[Context], models.QuerySet[Any]] | None
+Rows = Callable[[Context], models.QuerySet[Any]]
+FilterSpecs = dict[str, tuple[str, str]]
+"""Per filter argument: the exposed field path it filters and the lookup (``exact`` when none is named)."""
 
-
-def _python_type(field: models.Field[Any, Any]) -> Any:
-    for field_class, python_type in _TYPES:
-        if isinstance(field, field_class):
-            return python_type
-    return str
-
-
-def _resolve(model: type[models.Model], path: str) -> tuple[Any, bool]:
-    """The Python type of ``path`` (``a__b__c`` through forward relations) and whether it may be null."""
-    nullable = False
-    current: Any = model
-    parts = path.split("__")
-    for index, part in enumerate(parts):
-        try:
-            field = current._meta.get_field(part)
-        except FieldDoesNotExist as exc:
-            raise ImproperlyConfigured(f"expose_model({model.__name__}): no field {path!r}") from exc
-        if field.many_to_many or field.one_to_many or not getattr(field, "concrete", False):
-            raise ImproperlyConfigured(
-                f"expose_model({model.__name__}): {path!r} goes through a to-many or reverse relation"
-            )
-        nullable = nullable or bool(field.null)
-        if field.is_relation:
-            current = field.related_model
-            if index == len(parts) - 1:
-                return _python_type(current._meta.pk), nullable
-        elif index < len(parts) - 1:
-            raise ImproperlyConfigured(f"expose_model({model.__name__}): {part!r} in {path!r} is no relation")
-        else:
-            return _python_type(field), nullable
-    raise ImproperlyConfigured(f"expose_model({model.__name__}): empty field path")
+_READ_ONLY = {"readOnlyHint": True, "idempotentHint": True}
 
 
 def _split_filter(filter_name: str, fields: Sequence[str]) -> tuple[str, str]:
@@ -131,21 +83,148 @@ def _decode_cursor(cursor: str) -> int:
     return offset
 
 
-def _base_queryset(model: type[models.Model], queryset: QuerySetSource, ctx: Context) -> models.QuerySet[Any]:
-    if queryset is None:
-        return model._default_manager.all()
-    if callable(queryset) and not isinstance(queryset, models.QuerySet):
-        return queryset(ctx)
-    return queryset.all()
+def _rows_of(model: type[models.Model], queryset: QuerySetSource) -> Rows:
+    """The rows both tools (and the write tools) start from, per call: ``queryset=``, by default every row."""
+
+    def rows(ctx: Context) -> models.QuerySet[Any]:
+        if queryset is None:
+            return model._default_manager.all()
+        if callable(queryset) and not isinstance(queryset, models.QuerySet):
+            return queryset(ctx)
+        return queryset.all()
+
+    return rows
 
 
-def _make_handler(
-    fn: Callable[..., Any], name: str, parameters: list[inspect.Parameter], returns: Any
-) -> Callable[..., Any]:
-    fn.__name__ = fn.__qualname__ = name
-    fn.__signature__ = inspect.Signature(parameters, return_annotation=returns)  # type: ignore[attr-defined]
-    fn.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": returns}
-    return fn
+def _row_models(label: str, types: Mapping[str, tuple[Any, bool]]) -> tuple[Any, Any]:
+    """The pydantic models of one row (``<Label>Item``: the exposed fields, ``None`` where nullable) and of
+    one page of the list (``<Label>Page``: ``items`` and ``next_cursor``)."""
+    item_fields: dict[str, Any] = {
+        path: (field_type | None if nullable else field_type, ...)
+        for path, (field_type, nullable) in types.items()
+    }
+    item = create_model(f"{label.title().replace('_', '')}Item", __base__=BaseModel, **item_fields)
+    page = create_model(
+        f"{label.title().replace('_', '')}Page",
+        __base__=BaseModel,
+        items=(list[item], ...),  # type: ignore[valid-type]
+        next_cursor=(str | None, None),
+    )
+    return item, page
+
+
+def _check_ordering(model: type[models.Model], ordering: Sequence[str], types: Mapping[str, Any]) -> None:
+    for sort in ordering:
+        if sort not in types:
+            raise ImproperlyConfigured(
+                f"expose_model({model.__name__}): ordering {sort!r} is not an exposed field"
+            )
+
+
+def _key_of(model: type[models.Model], lookup: str) -> tuple[str, Any]:
+    """The name and Python type of the unique field ``<name>_get`` (and update, delete) find a row by."""
+    opts = model._meta
+    key_field: Any = opts.pk if lookup == "pk" else opts.get_field(lookup)
+    if not (key_field.primary_key or key_field.unique):
+        raise ImproperlyConfigured(f"expose_model({model.__name__}): lookup {lookup!r} is not a unique field")
+    return key_field.name, python_type(key_field.target_field if key_field.is_relation else key_field)
+
+
+def _filter_annotation(field_type: Any, lookup: str) -> Any:
+    """A filter argument's type: a list for ``in``, a boolean for ``isnull``, text for the text lookups."""
+    if lookup == "in":
+        return list[field_type]
+    if lookup == "isnull":
+        return bool
+    return str if lookup in TEXT_LOOKUPS else field_type
+
+
+def _list_parameters(
+    types: Mapping[str, tuple[Any, bool]], filter_specs: FilterSpecs, ordering: Sequence[str], page_size: int
+) -> list[inspect.Parameter]:
+    """The list tool's arguments: each filter, ``order_by`` (a field or ``-field``), ``limit``, ``cursor``."""
+    params = [
+        keyword(filter_name, _filter_annotation(types[path][0], lookup) | None, default=None)
+        for filter_name, (path, lookup) in filter_specs.items()
+    ]
+    if ordering:
+        choices = tuple(o for sort in ordering for o in (sort, f"-{sort}"))
+        params.append(keyword("order_by", Literal[choices] | None, default=None))
+    return [
+        *params,
+        keyword("limit", Annotated[int, Field(ge=1, le=page_size)], default=page_size),
+        keyword("cursor", str | None, default=None),
+        ctx_parameter(),
+    ]
+
+
+@dataclass(frozen=True)
+class _ReadTools:
+    """What the list and get tools of one model share."""
+
+    server: MCPServer
+    model: type[models.Model]
+    label: str
+    fields: Sequence[str]
+    rows: Rows
+    item: Any
+    permission: Permission
+
+    def register(
+        self,
+        suffix: str,
+        description: str,
+        fn: Callable[..., Any],
+        params: list[inspect.Parameter],
+        returns: Any,
+    ) -> str:
+        tool_name = f"{self.label}_{suffix}"
+        self.server.tool(
+            name=tool_name, description=description, annotations=_READ_ONLY, permission=self.permission
+        )(make_handler(fn, tool_name, params, returns))
+        return tool_name
+
+
+def _register_list(
+    tools: _ReadTools, filter_specs: FilterSpecs, params: list[inspect.Parameter], page: Any, page_size: int
+) -> str:
+    """``<label>_list``: one page of the rows the filters keep, in the order asked (ties by primary key)."""
+    opts, fields, item = tools.model._meta, tools.fields, tools.item
+
+    async def list_rows(**arguments: Any) -> Any:
+        ctx: Context = arguments.pop("ctx")
+        rows = tools.rows(ctx)
+        conditions = {f: arguments[f] for f in filter_specs if arguments.get(f) is not None}
+        if conditions:
+            rows = rows.filter(**conditions)
+        order = arguments.get("order_by")
+        rows = rows.order_by(order, "pk") if order else rows.order_by(*(opts.ordering or []), "pk")
+        offset = _decode_cursor(arguments["cursor"]) if arguments.get("cursor") else 0
+        limit = int(arguments["limit"])
+        found = [row async for row in rows.values(*fields)[offset : offset + limit + 1]]
+        next_cursor = _encode_cursor(offset + limit) if len(found) > limit else None
+        return page(items=[item(**row) for row in found[:limit]], next_cursor=next_cursor)
+
+    more = "; pass next_cursor back as cursor for more."
+    filters_text = f" Filters: {', '.join(filter_specs)}." if filter_specs else ""
+    description = f"List {opts.verbose_name_plural}, {page_size} at most per page{more}{filters_text}"
+    return tools.register("list", description, list_rows, params, page)
+
+
+def _register_get(tools: _ReadTools, key_name: str, key_type: Any) -> str:
+    """``<label>_get``: the row of the tool's rows with that key, or a tool error naming the key."""
+    opts, fields, item = tools.model._meta, tools.fields, tools.item
+
+    async def get_row(**arguments: Any) -> Any:
+        ctx: Context = arguments.pop("ctx")
+        value = arguments[key_name]
+        row = await tools.rows(ctx).filter(**{key_name: value}).values(*fields).afirst()
+        if row is None:
+            raise ToolError(f"No {opts.verbose_name} with {key_name} {value!r}")
+        return item(**row)
+
+    params = [keyword(key_name, key_type), ctx_parameter()]
+    return tools.register("get", f"One {opts.verbose_name} by its {key_name}.", get_row, params, item)
 
 
 def expose_model(
@@ -185,154 +264,45 @@ def expose_model(
     label = name or str(opts.model_name)
     if not fields:
         raise ImproperlyConfigured(f"expose_model({model.__name__}): name at least one field")
-    types = {path: _resolve(model, path) for path in fields}
+    types = {path: path_type(model, path) for path in fields}
     if permission is DEFAULT_PERMISSION:
         permission = f"{opts.app_label}.view_{opts.model_name}"
-    item_fields: dict[str, Any] = {
-        path: (python_type | None if nullable else python_type, ...)
-        for path, (python_type, nullable) in types.items()
-    }
-    Item = create_model(f"{label.title().replace('_', '')}Item", __base__=BaseModel, **item_fields)
-    Page = create_model(
-        f"{label.title().replace('_', '')}Page",
-        __base__=BaseModel,
-        items=(list[Item], ...),  # type: ignore[valid-type]
-        next_cursor=(str | None, None),
-    )
-
+    item, page = _row_models(label, types)
     filter_specs = {f: _split_filter(f, fields) for f in filters}
-    for sort in ordering:
-        if sort not in types:
-            raise ImproperlyConfigured(
-                f"expose_model({model.__name__}): ordering {sort!r} is not an exposed field"
-            )
-    keyword = inspect.Parameter.KEYWORD_ONLY
-    list_params: list[inspect.Parameter] = []
-    for filter_name, (path, lookup_name) in filter_specs.items():
-        python_type = types[path][0]
-        annotation: Any = (
-            bool if lookup_name == "isnull" else str if lookup_name in TEXT_LOOKUPS else python_type
-        )
-        if lookup_name == "in":
-            annotation = list[python_type]  # type: ignore[valid-type]
-        list_params.append(
-            inspect.Parameter(filter_name, keyword, default=None, annotation=annotation | None)
-        )
-    if ordering:
-        choices = tuple(o for sort in ordering for o in (sort, f"-{sort}"))
-        list_params.append(
-            inspect.Parameter("order_by", keyword, default=None, annotation=Literal[choices] | None)
-        )
-    list_params += [
-        inspect.Parameter(
-            "limit", keyword, default=page_size, annotation=Annotated[int, Field(ge=1, le=page_size)]
-        ),
-        inspect.Parameter("cursor", keyword, default=None, annotation=str | None),
-        inspect.Parameter("ctx", keyword, annotation=Context),
-    ]
-
-    async def list_rows(**arguments: Any) -> Any:
-        ctx: Context = arguments.pop("ctx")
-        rows = _base_queryset(model, queryset, ctx)
-        conditions = {f: arguments[f] for f in filter_specs if arguments.get(f) is not None}
-        if conditions:
-            rows = rows.filter(**conditions)
-        order = arguments.get("order_by")
-        rows = rows.order_by(order, "pk") if order else rows.order_by(*(opts.ordering or []), "pk")
-        offset = _decode_cursor(arguments["cursor"]) if arguments.get("cursor") else 0
-        limit = int(arguments["limit"])
-        found = [row async for row in rows.values(*fields)[offset : offset + limit + 1]]
-        next_cursor = _encode_cursor(offset + limit) if len(found) > limit else None
-        return Page(items=[Item(**row) for row in found[:limit]], next_cursor=next_cursor)
-
-    key_field: Any = opts.pk if lookup == "pk" else opts.get_field(lookup)
-    if not (key_field.primary_key or key_field.unique):
-        raise ImproperlyConfigured(f"expose_model({model.__name__}): lookup {lookup!r} is not a unique field")
-    key_name = key_field.name
-    key_type = _python_type(key_field.target_field if key_field.is_relation else key_field)
-    get_params = [
-        inspect.Parameter(key_name, keyword, annotation=key_type),
-        inspect.Parameter("ctx", keyword, annotation=Context),
-    ]
-
-    async def get_row(**arguments: Any) -> Any:
-        ctx: Context = arguments.pop("ctx")
-        value = arguments[key_name]
-        row = await _base_queryset(model, queryset, ctx).filter(**{key_name: value}).values(*fields).afirst()
-        if row is None:
-            raise ToolError(f"No {opts.verbose_name} with {key_name} {value!r}")
-        return Item(**row)
-
-    plural, singular = str(opts.verbose_name_plural), str(opts.verbose_name)
-    list_name, get_name = f"{label}_list", f"{label}_get"
-    filters_text = f" Filters: {', '.join(filter_specs)}." if filter_specs else ""
-    read_only = {"readOnlyHint": True, "idempotentHint": True}
-    server.tool(
-        name=list_name,
-        description=f"List {plural}, {page_size} at most per page; pass next_cursor back as cursor for more."
-        + filters_text,
-        annotations=read_only,
-        permission=permission,
-    )(_make_handler(list_rows, list_name, list_params, Page))
-    server.tool(
-        name=get_name,
-        description=f"One {singular} by its {key_name}.",
-        annotations=read_only,
-        permission=permission,
-    )(_make_handler(get_row, get_name, get_params, Item))
+    _check_ordering(model, ordering, types)
+    list_params = _list_parameters(types, filter_specs, ordering, page_size)
+    key_name, key_type = _key_of(model, lookup)
+    tools = _ReadTools(server, model, label, fields, _rows_of(model, queryset), item, permission)
+    names = (
+        _register_list(tools, filter_specs, list_params, page, page_size),
+        _register_get(tools, key_name, key_type),
+    )
     if not writes:
         if related_querysets:
             raise ImproperlyConfigured(f"expose_model({model.__name__}): related_querysets needs writes=")
-        return list_name, get_name
-    written = _register_write_tools(
-        server,
-        model,
-        label=label,
-        fields=fields,
-        writes=writes,
-        write_permissions=write_permissions,
-        key=(key_name, key_type),
-        rows=lambda ctx: _base_queryset(model, queryset, ctx),
-        item=Item,
-        related=related_querysets,
-    )
-    return (list_name, get_name, *written)
+        return names
+    written = _register_writes(tools, writes, write_permissions, (key_name, key_type), related_querysets)
+    return (*names, *written)
 
 
-def _register_write_tools(
-    server: MCPServer,
-    model: type[models.Model],
-    *,
-    label: str,
-    fields: Sequence[str],
+def _register_writes(
+    tools: _ReadTools,
     writes: bool | Sequence[str],
-    write_permissions: Mapping[str, Permission] | None,
+    overrides: Mapping[str, Permission] | None,
     key: tuple[str, Any],
-    rows: Callable[[Context], models.QuerySet[Any]],
-    item: Any,
     related: Mapping[str, RelatedSource] | None,
 ) -> list[str]:
-    """``expose_model``'s write tools: the operations ``writes`` names, with their default permissions."""
-    opts = model._meta
-    operations = WRITE_OPERATIONS if isinstance(writes, bool) else tuple(writes)
-    defaults = {"create": "add", "update": "change", "delete": "delete"}
-    permissions: dict[str, Permission] = {
-        operation: f"{opts.app_label}.{defaults[operation]}_{opts.model_name}"
-        for operation in WRITE_OPERATIONS
-    }
-    permissions.update(write_permissions or {})
+    """``expose_model``'s write tools: the operations ``writes`` names, on the rows the read tools reach."""
     return register_writes(
-        server,
-        model,
-        label=label,
-        fields=fields,
-        operations=operations,
-        permissions=permissions,
+        tools.server,
+        tools.model,
+        label=tools.label,
+        fields=tools.fields,
+        operations=WRITE_OPERATIONS if isinstance(writes, bool) else tuple(writes),
+        permissions=operation_permissions(tools.model, overrides),
         key_name=key[0],
         key_type=key[1],
-        rows=rows,
-        item=item,
-        python_type=_python_type,
-        make_handler=_make_handler,
+        rows=tools.rows,
+        item=tools.item,
         related=related,
     )

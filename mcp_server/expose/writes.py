@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured, ValidationError
@@ -28,17 +28,22 @@ from ..core.writes import write_transaction
 from ..registry.entries import Permission
 from ..registry.server import MCPServer
 from ..wire.errors import ToolError
+from .fields import value_type
+from .schema import ctx_parameter, keyword, make_handler
 
 __all__ = [
     "WRITE_OPERATIONS",
     "RelatedSource",
     "RowWriter",
     "claim_answer",
+    "operation_permissions",
     "register_writes",
     "related_sources",
 ]
 
 WRITE_OPERATIONS = ("create", "update", "delete")
+_VERBS = {"create": "add", "update": "change", "delete": "delete"}
+"""The model permission each operation needs by default (``app_label.<verb>_<model>``)."""
 
 Rows = Callable[[Context], models.QuerySet[Any]]
 RelatedSource = models.QuerySet[Any] | Callable[[Context], models.QuerySet[Any]]
@@ -181,6 +186,51 @@ class RowWriter:
         return self.item(**row)
 
 
+def operation_permissions(
+    model: type[models.Model], overrides: Mapping[str, Permission] | None
+) -> dict[str, Permission]:
+    """Per operation, the permission its tool needs: ``app_label.add_/change_/delete_<model>`` unless
+    ``overrides`` (``expose_model``'s ``write_permissions=``) names another (``None``: everyone)."""
+    opts = model._meta
+    permissions: dict[str, Permission] = {
+        operation: f"{opts.app_label}.{_VERBS[operation]}_{opts.model_name}" for operation in WRITE_OPERATIONS
+    }
+    permissions.update(overrides or {})
+    return permissions
+
+
+@dataclass
+class _WriteTools:
+    """What the write tools of one model share, and the names of those registered."""
+
+    server: MCPServer
+    label: str
+    permissions: Mapping[str, Permission]
+    writer: RowWriter
+    key_name: str
+    key_type: Any
+    alias: str
+    names: list[str]
+
+    def register(
+        self,
+        operation: str,
+        handler: Callable[..., Any],
+        params: list[inspect.Parameter],
+        returns: Any,
+        description: str,
+        annotations: dict[str, bool],
+    ) -> None:
+        tool_name = f"{self.label}_{operation}"
+        self.server.tool(
+            name=tool_name,
+            description=description,
+            annotations={"readOnlyHint": False, **annotations},
+            permission=self.permissions[operation],
+        )(make_handler(handler, tool_name, params, returns))
+        self.names.append(tool_name)
+
+
 def register_writes(
     server: MCPServer,
     model: type[models.Model],
@@ -193,139 +243,130 @@ def register_writes(
     key_type: Any,
     rows: Rows,
     item: Any,
-    python_type: Callable[[models.Field[Any, Any]], Any],
-    make_handler: Callable[..., Callable[..., Any]],
     related: Mapping[str, RelatedSource] | None = None,
 ) -> list[str]:
-    """Register the write tools named in ``operations``; returns their names."""
+    """Register the write tools named in ``operations`` (in the order create, update, delete); returns their
+    names. ``permissions``: per operation (see ``operation_permissions``); ``key_name``, ``key_type``: the
+    field update and delete find a row by; ``rows``: the rows they reach; ``item``: a row read back."""
     unknown = set(operations) - set(WRITE_OPERATIONS)
     if unknown:
         raise ImproperlyConfigured(
             f"expose_model({model.__name__}): unknown write operations {sorted(unknown)}"
         )
-    opts = model._meta
-    singular = str(opts.verbose_name)
     alias = router.db_for_write(model)
     writable = writable_fields(model, fields)
     if not writable and {"create", "update"} & set(operations):
         raise ImproperlyConfigured(f"expose_model({model.__name__}): none of the fields can be written")
     writer = RowWriter(model, fields, writable, rows, related_sources(model, writable, related), item)
-    keyword = inspect.Parameter.KEYWORD_ONLY
-    ctx_param = inspect.Parameter("ctx", keyword, annotation=Context)
-    key_param = inspect.Parameter(key_name, keyword, annotation=key_type)
+    tools = _WriteTools(server, label, permissions, writer, key_name, key_type, alias, [])
+    for operation in WRITE_OPERATIONS:
+        if operation in operations:
+            _REGISTER[operation](tools)
+    return tools.names
 
-    def value_type(field: models.Field[Any, Any]) -> Any:
-        target: Any = field.target_field if field.is_relation else field  # type: ignore[attr-defined]
-        base = python_type(target)
-        if field.choices:
-            base = Literal[tuple(value for value, _label in field.flatchoices)]
-        return base | None if field.null else base
 
-    names: list[str] = []
+def _register_create(tools: _WriteTools) -> None:
+    """``<label>_create``: the writable fields as arguments, required as the model requires them."""
+    writer, alias, writable = tools.writer, tools.alias, tools.writer.writable
+    params = [
+        keyword(path, value_type(field))
+        if _required(field)
+        else keyword(path, value_type(field) | None, default=None)
+        for path, field in writable.items()
+    ]
 
-    def register(
-        operation: str,
-        handler: Callable[..., Any],
-        params: list[inspect.Parameter],
-        returns: Any,
-        description: str,
-        annotations: dict[str, bool],
-    ) -> None:
-        tool_name = f"{label}_{operation}"
-        server.tool(
-            name=tool_name,
-            description=description,
-            annotations={"readOnlyHint": False, **annotations},
-            permission=permissions[operation],
-        )(make_handler(handler, tool_name, params, returns))
-        names.append(tool_name)
+    def create_sync(ctx: Context, arguments: dict[str, Any]) -> Any:
+        with write_transaction(alias):
+            obj = writer.model()
+            writer.assign(obj, arguments)
+            row = writer.save(ctx, obj, arguments)
+            claim_answer(ctx, alias)
+            return row
 
-    if "create" in operations:
-        create_params = [
-            inspect.Parameter(path, keyword, annotation=value_type(field))
-            if _required(field)
-            else inspect.Parameter(path, keyword, default=None, annotation=value_type(field) | None)
-            for path, field in writable.items()
-        ]
+    async def create_row(**arguments: Any) -> Any:
+        ctx: Context = arguments.pop("ctx")
+        names = sent(ctx, arguments) & writable.keys()
+        given = {k: v for k, v in arguments.items() if k in names}
+        return await sync_to_async(create_sync)(ctx, given)
 
-        def create_sync(ctx: Context, arguments: dict[str, Any]) -> Any:
-            with write_transaction(alias):
-                obj = model()
-                writer.assign(obj, arguments)
-                row = writer.save(ctx, obj, arguments)
-                claim_answer(ctx, alias)
-                return row
+    tools.register(
+        "create",
+        create_row,
+        [*params, ctx_parameter()],
+        writer.item,
+        f"Create a {writer.singular}; returns it as {tools.label}_get does.",
+        {"destructiveHint": False, "idempotentHint": False},
+    )
 
-        async def create_row(**arguments: Any) -> Any:
-            ctx: Context = arguments.pop("ctx")
-            names = sent(ctx, arguments) & writable.keys()
-            given = {k: v for k, v in arguments.items() if k in names}
-            return await sync_to_async(create_sync)(ctx, given)
 
-        register(
-            "create",
-            create_row,
-            [*create_params, ctx_param],
-            item,
-            f"Create a {singular}; returns it as {label}_get does.",
-            {"destructiveHint": False, "idempotentHint": False},
-        )
+def _register_update(tools: _WriteTools) -> None:
+    """``<label>_update``: the key, then each writable field as an optional argument (only those given are
+    set; the key finds the row and is not changed)."""
+    writer, alias, key_name = tools.writer, tools.alias, tools.key_name
+    writable = writer.writable
+    params = [
+        keyword(path, value_type(field) | None, default=None)
+        for path, field in writable.items()
+        if path != key_name
+    ]
 
-    if "update" in operations:
-        update_params = [
-            inspect.Parameter(path, keyword, default=None, annotation=value_type(field) | None)
-            for path, field in writable.items()
-            if path != key_name  # the key finds the row; it is not changed
-        ]
+    def update_sync(ctx: Context, value: Any, arguments: dict[str, Any]) -> Any:
+        with write_transaction(alias):
+            obj = writer.find(ctx, key_name, value)
+            writer.assign(obj, arguments)
+            row = writer.save(ctx, obj, arguments)
+            claim_answer(ctx, alias)
+            return row
 
-        def update_sync(ctx: Context, value: Any, arguments: dict[str, Any]) -> Any:
-            with write_transaction(alias):
-                obj = writer.find(ctx, key_name, value)
-                writer.assign(obj, arguments)
-                row = writer.save(ctx, obj, arguments)
-                claim_answer(ctx, alias)
-                return row
+    async def update_row(**arguments: Any) -> Any:
+        ctx: Context = arguments.pop("ctx")
+        value = arguments.pop(key_name)
+        changes = {
+            k: v
+            for k, v in arguments.items()
+            if k in sent(ctx, arguments) and k in writable and k != key_name
+        }
+        return await sync_to_async(update_sync)(ctx, value, changes)
 
-        async def update_row(**arguments: Any) -> Any:
-            ctx: Context = arguments.pop("ctx")
-            value = arguments.pop(key_name)
-            changes = {
-                k: v
-                for k, v in arguments.items()
-                if k in sent(ctx, arguments) and k in writable and k != key_name
-            }
-            return await sync_to_async(update_sync)(ctx, value, changes)
+    tools.register(
+        "update",
+        update_row,
+        [keyword(key_name, tools.key_type), *params, ctx_parameter()],
+        writer.item,
+        f"Change a {writer.singular} found by its {key_name}: only the fields given are set.",
+        {"destructiveHint": True, "idempotentHint": True},
+    )
 
-        register(
-            "update",
-            update_row,
-            [key_param, *update_params, ctx_param],
-            item,
-            f"Change a {singular} found by its {key_name}: only the fields given are set.",
-            {"destructiveHint": True, "idempotentHint": True},
-        )
 
-    if "delete" in operations:
+def _register_delete(tools: _WriteTools) -> None:
+    """``<label>_delete``: the key; a row other rows protect (``on_delete=PROTECT``) is refused."""
+    writer, alias, key_name = tools.writer, tools.alias, tools.key_name
 
-        def delete_sync(ctx: Context, value: Any) -> dict[str, Any]:
-            with write_transaction(alias):
-                obj = writer.find(ctx, key_name, value)
-                try:
-                    obj.delete()
-                except models.ProtectedError as exc:
-                    raise ToolError(f"Cannot delete this {singular}: other rows refer to it") from exc
-                claim_answer(ctx, alias)
-            return {"deleted": value}
+    def delete_sync(ctx: Context, value: Any) -> dict[str, Any]:
+        with write_transaction(alias):
+            obj = writer.find(ctx, key_name, value)
+            try:
+                obj.delete()
+            except models.ProtectedError as exc:
+                raise ToolError(f"Cannot delete this {writer.singular}: other rows refer to it") from exc
+            claim_answer(ctx, alias)
+        return {"deleted": value}
 
-        async def delete_row(**arguments: Any) -> dict[str, Any]:
-            return await sync_to_async(delete_sync)(arguments["ctx"], arguments[key_name])
+    async def delete_row(**arguments: Any) -> dict[str, Any]:
+        return await sync_to_async(delete_sync)(arguments["ctx"], arguments[key_name])
 
-        register(
-            "delete",
-            delete_row,
-            [key_param, ctx_param],
-            dict[str, Any],
-            f"Delete a {singular} found by its {key_name}.",
-            {"destructiveHint": True, "idempotentHint": True},
-        )
-    return names
+    tools.register(
+        "delete",
+        delete_row,
+        [keyword(key_name, tools.key_type), ctx_parameter()],
+        dict[str, Any],
+        f"Delete a {writer.singular} found by its {key_name}.",
+        {"destructiveHint": True, "idempotentHint": True},
+    )
+
+
+_REGISTER: dict[str, Callable[[_WriteTools], None]] = {
+    "create": _register_create,
+    "update": _register_update,
+    "delete": _register_delete,
+}

@@ -59,6 +59,19 @@ def _describe(route: Route, singular: str, plural: str, lookup: str) -> str:
     }[route.action]
 
 
+def _hints(route: Route, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """A route's tool annotations: the defaults of its action (an ``@action``'s by its method), then
+    ``overrides``."""
+    if not route.extra:
+        hints: dict[str, Any] = dict(DEFAULT_ANNOTATIONS[route.action])
+    elif route.writes:
+        hints = {"readOnlyHint": False}
+    else:
+        hints = {"readOnlyHint": True, "idempotentHint": True}
+    hints.update(overrides)
+    return hints
+
+
 class _Caller:
     """Runs one route of the viewset for a tool call (in the registry's worker thread: DRF is sync)."""
 
@@ -170,13 +183,7 @@ def expose_viewset(
     for route in routes:
         tool_name = f"{name}_{route.action}"
         tool_permission = permission.get(route.action) if isinstance(permission, Mapping) else permission
-        if not route.extra:
-            hints: dict[str, Any] = dict(DEFAULT_ANNOTATIONS[route.action])
-        elif route.writes:
-            hints = {"readOnlyHint": False}
-        else:
-            hints = {"readOnlyHint": True, "idempotentHint": True}
-        hints.update((annotations or {}).get(route.action, {}))
+        hints = _hints(route, (annotations or {}).get(route.action, {}))
         description = (descriptions or {}).get(route.action) or _describe(route, singular, plural, lookup)
         caller = _Caller(viewset, route, lookup, using)
         handler: Callable[..., Any] = caller.__call__
