@@ -20,10 +20,7 @@ the model's ``view`` permission (``app_label.view_model``) unless ``permission=`
 
 from __future__ import annotations
 
-import base64
-import binascii
 import inspect
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -33,6 +30,7 @@ from django.db import models
 from pydantic import BaseModel, Field, create_model
 
 from ..core.context import Context
+from ..protocol.pagination import InvalidCursor, decode_cursor, encode_cursor
 from ..registry.entries import Permission
 from ..registry.server import MCPServer
 from ..wire.errors import ToolError
@@ -68,19 +66,15 @@ def _split_filter(filter_name: str, fields: Sequence[str]) -> tuple[str, str]:
     raise ImproperlyConfigured(f"expose_model: filter {filter_name!r} is not on one of the exposed fields")
 
 
-def _encode_cursor(offset: int) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"o": offset}).encode()).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> int:
+def _offset(cursor: str | None) -> int:
+    """Where the page starts: 0 without a cursor, else the offset the cursor carries (the protocol's codec,
+    that of the list methods' cursors)."""
+    if not cursor:
+        return 0
     try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        offset = json.loads(base64.urlsafe_b64decode(padded.encode()))["o"]
-    except (binascii.Error, ValueError, KeyError, TypeError) as exc:
+        return decode_cursor(cursor)
+    except InvalidCursor as exc:
         raise ToolError("Invalid cursor") from exc
-    if not isinstance(offset, int) or offset < 0:
-        raise ToolError("Invalid cursor")
-    return offset
 
 
 def _rows_of(model: type[models.Model], queryset: QuerySetSource) -> Rows:
@@ -199,10 +193,10 @@ def _register_list(
             rows = rows.filter(**conditions)
         order = arguments.get("order_by")
         rows = rows.order_by(order, "pk") if order else rows.order_by(*(opts.ordering or []), "pk")
-        offset = _decode_cursor(arguments["cursor"]) if arguments.get("cursor") else 0
+        offset = _offset(arguments.get("cursor"))
         limit = int(arguments["limit"])
         found = [row async for row in rows.values(*fields)[offset : offset + limit + 1]]
-        next_cursor = _encode_cursor(offset + limit) if len(found) > limit else None
+        next_cursor = encode_cursor(offset + limit) if len(found) > limit else None
         return page(items=[item(**row) for row in found[:limit]], next_cursor=next_cursor)
 
     more = "; pass next_cursor back as cursor for more."
