@@ -16,6 +16,7 @@ registers ``books_list`` (arguments: the filters, ``order_by``, ``limit``, ``cur
 ``{"items": [...], "next_cursor": ...}``) and ``books_get`` (argument: the primary key). Only the fields
 named are ever read or returned, filters and ordering may only use those fields, and both tools require
 the model's ``view`` permission (``app_label.view_model``) unless ``permission=`` says otherwise.
+``writes=`` adds the write tools (``mcp_server.expose.writes``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from ..registry.server import MCPServer
 from ..wire.errors import ToolError
 from .fields import path_type, python_type
 from .schema import DEFAULT_PERMISSION, ctx_parameter, keyword, make_handler
-from .writes import WRITE_OPERATIONS, RelatedSource, operation_permissions, register_writes
+from .writes import WRITE_OPERATIONS, RelatedSource, Rows, operation_permissions, register_writes
 
 __all__ = ["DEFAULT_PERMISSION", "expose_model"]
 
@@ -44,7 +45,6 @@ TEXT_LOOKUPS = {"contains", "icontains", "startswith", "istartswith", "endswith"
 LOOKUPS = TEXT_LOOKUPS | {"exact", "gt", "gte", "lt", "lte", "in", "isnull"}
 
 QuerySetSource = models.QuerySet[Any] | Callable[[Context], models.QuerySet[Any]] | None
-Rows = Callable[[Context], models.QuerySet[Any]]
 FilterSpecs = dict[str, tuple[str, str]]
 """Per filter argument: the exposed field path it filters and the lookup (``exact`` when none is named)."""
 
@@ -174,7 +174,7 @@ class _ReadTools:
     ) -> str:
         tool_name = f"{self.label}_{suffix}"
         self.server.tool(
-            name=tool_name, description=description, annotations=_READ_ONLY, permission=self.permission
+            name=tool_name, description=description, annotations=dict(_READ_ONLY), permission=self.permission
         )(make_handler(fn, tool_name, params, returns))
         return tool_name
 

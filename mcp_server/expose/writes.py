@@ -341,6 +341,7 @@ def _register_update(tools: _WriteTools) -> None:
 def _register_delete(tools: _WriteTools) -> None:
     """``<label>_delete``: the key; a row other rows protect (``on_delete=PROTECT``) is refused."""
     writer, alias, key_name = tools.writer, tools.alias, tools.key_name
+    singular = writer.singular  # as registered, like the description
 
     def delete_sync(ctx: Context, value: Any) -> dict[str, Any]:
         with write_transaction(alias):
@@ -348,7 +349,7 @@ def _register_delete(tools: _WriteTools) -> None:
             try:
                 obj.delete()
             except models.ProtectedError as exc:
-                raise ToolError(f"Cannot delete this {writer.singular}: other rows refer to it") from exc
+                raise ToolError(f"Cannot delete this {singular}: other rows refer to it") from exc
             claim_answer(ctx, alias)
         return {"deleted": value}
 
@@ -360,7 +361,7 @@ def _register_delete(tools: _WriteTools) -> None:
         delete_row,
         [keyword(key_name, tools.key_type), ctx_parameter()],
         dict[str, Any],
-        f"Delete a {writer.singular} found by its {key_name}.",
+        f"Delete a {singular} found by its {key_name}.",
         {"destructiveHint": True, "idempotentHint": True},
     )
 
