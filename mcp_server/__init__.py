@@ -37,13 +37,13 @@ if TYPE_CHECKING:
     from .core.context import Context
     from .core.rounds import InputRequest
     from .core.writes import write_transaction
-    from .forms_as_tools import expose_form
-    from .models_as_tools import expose_model
+    from .expose.forms import expose_form
+    from .expose.models import expose_model
+    from .expose.viewsets import expose_viewset
     from .registry.results import Audio, Image
     from .registry.server import MCPServer, mcp
     from .registry.signature import McpHeader
     from .updates import anotify_resource_updated, notify_resource_updated
-    from .viewsets import expose_viewset
     from .wire.errors import JSONRPCError, ResourceNotFound, ToolError
     from .wire.modern import MissingClientCapability
 
@@ -60,9 +60,9 @@ _LAZY = {
     "MissingClientCapability": "mcp_server.wire.modern",
     "mcp": "mcp_server.registry.server",
     "anotify_resource_updated": "mcp_server.updates",
-    "expose_form": "mcp_server.forms_as_tools",
-    "expose_model": "mcp_server.models_as_tools",
-    "expose_viewset": "mcp_server.viewsets",
+    "expose_form": "mcp_server.expose.forms",
+    "expose_model": "mcp_server.expose.models",
+    "expose_viewset": "mcp_server.expose.viewsets",
     "notify_resource_updated": "mcp_server.updates",
     "write_transaction": "mcp_server.core.writes",
 }

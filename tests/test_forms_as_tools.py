@@ -9,7 +9,7 @@ from django import forms
 from django.core.exceptions import ImproperlyConfigured
 
 from mcp_server import MCPServer
-from mcp_server.forms_as_tools import expose_form
+from mcp_server.expose.forms import expose_form
 from project.catalogue.models import Author, Book
 
 

@@ -13,7 +13,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 from mcp_server import MCPServer
 from mcp_server.core.context import Context, SessionState
-from mcp_server.models_as_tools import expose_model
+from mcp_server.expose.models import expose_model
+from mcp_server.protocol.pagination import encode_cursor
 from project.catalogue.models import Author, Book
 from tests.testapp.models import PickyBook
 
@@ -95,6 +96,19 @@ async def test_a_cursor_must_carry_a_non_negative_offset(shelf: dict[str, Book],
     assert refused["content"][0]["text"] == "Invalid cursor"
     page = structured(await server.tools["book_list"].call({"cursor": cursor({"o": 2})}, None))
     assert [b["isbn"] for b in page["items"]] == ["T-2"]  # Early, Late, then Middle: ordered by title
+
+
+async def test_the_list_cursor_is_the_protocols(shelf: dict[str, Book]) -> None:
+    server = MCPServer("codec")
+    expose_model(
+        server, Book, fields=["isbn"], queryset=Book.objects.filter(isbn__startswith="T-"), permission=None
+    )
+    first = structured(await server.tools["book_list"].call({"limit": 1}, None))
+    assert first["next_cursor"] == encode_cursor(1)  # the list methods' codec, not one of its own
+    second = structured(
+        await server.tools["book_list"].call({"limit": 1, "cursor": first["next_cursor"]}, None)
+    )
+    assert [b["isbn"] for b in second["items"]] == ["T-3"]  # Early, Late, then Middle: ordered by title
 
 
 async def test_delete_and_the_write_permissions(shelf: dict[str, Book]) -> None:

@@ -1,21 +1,19 @@
-"""Django REST framework viewsets as MCP tools: ``expose_viewset(mcp, BookViewSet, name="books")``.
+"""Deprecated: ``mcp_server.viewsets`` moved to ``mcp_server.expose.viewsets``.
 
-Needs ``djangorestframework`` (the ``drf`` extra: ``pip install "django-mcp-ledger[drf]"``); nothing else in
-``mcp_server`` imports it.
+This module only re-exports it, and warns when imported; ``from mcp_server import expose_viewset`` is
+unchanged.
 """
 
 from __future__ import annotations
 
-from django.core.exceptions import ImproperlyConfigured
+import warnings
 
-try:
-    import rest_framework  # noqa: F401
-except ImportError as exc:  # pragma: no cover - exercised by a subprocess without DRF
-    raise ImproperlyConfigured(
-        "expose_viewset needs Django REST framework: pip install 'django-mcp-ledger[drf]' "
-        "(or djangorestframework>=3.15)"
-    ) from exc
-
-from .tools import DEFAULT_ANNOTATIONS, expose_viewset
+from mcp_server.expose.viewsets import DEFAULT_ANNOTATIONS, expose_viewset
 
 __all__ = ["DEFAULT_ANNOTATIONS", "expose_viewset"]
+
+warnings.warn(
+    "mcp_server.viewsets is deprecated: import from mcp_server.expose.viewsets",
+    DeprecationWarning,
+    stacklevel=2,
+)

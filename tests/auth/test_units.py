@@ -20,7 +20,7 @@ from mcp_server.auth import Unauthorized, authenticate_request
 from mcp_server.auth.metadata import metadata_document, metadata_url
 from mcp_server.auth.models import AccessToken, hash_token
 from mcp_server.auth.oauth import insufficient_scope_challenge
-from mcp_server.models_as_tools import expose_model
+from mcp_server.expose.models import expose_model
 from mcp_server.registry.access import (
     granted_scopes,
     missing_scopes,

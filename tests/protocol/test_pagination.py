@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from mcp_server.protocol.pagination import paginate
+from mcp_server.protocol.pagination import InvalidCursor, decode_cursor, encode_cursor, paginate
 from mcp_server.wire.errors import INVALID_PARAMS, JSONRPCError
 
 ITEMS = ["a", "b", "c", "d", "e"]
@@ -82,3 +82,12 @@ def test_a_cursor_the_server_did_not_give_is_invalid_params(cursor: Any) -> None
     with pytest.raises(JSONRPCError) as raised:
         paginate(ITEMS, cursor, 2)
     assert (raised.value.code, raised.value.message) == (INVALID_PARAMS, "Invalid cursor")
+
+
+def test_the_codec_round_trips_and_takes_a_cursor_without_its_padding() -> None:
+    for offset in (0, 2, 5, 100, 12345):
+        assert decode_cursor(encode_cursor(offset)) == offset
+        assert decode_cursor(encode_cursor(offset).rstrip("=")) == offset  # as expose_model wrote them
+    assert encode_cursor(2) == cursor_of({"o": 2})
+    with pytest.raises(InvalidCursor):
+        decode_cursor(cursor_of({"o": -1}))

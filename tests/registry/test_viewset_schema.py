@@ -24,10 +24,10 @@ from rest_framework.response import Response
 from rest_framework.utils.encoders import JSONEncoder
 
 from mcp_server.core.context import Context, SessionState
+from mcp_server.expose.viewsets import expose_viewset
+from mcp_server.expose.viewsets.errors import field_errors, refusal_message
+from mcp_server.expose.viewsets.schema import input_schema, output_schema, to_json_schema
 from mcp_server.registry.server import MCPServer
-from mcp_server.viewsets import expose_viewset
-from mcp_server.viewsets.errors import field_errors, refusal_message
-from mcp_server.viewsets.schema import input_schema, output_schema, to_json_schema
 from mcp_server.wire.errors import RequestSettled
 from project.catalogue.models import Author, Book
 from tests.drfapp.api import AuthorSerializer, AuthorViewSet, LoanViewSet, ShelfViewSet
@@ -265,7 +265,7 @@ def test_the_core_never_imports_drf() -> None:
         django.setup()
         import mcp_server
         import mcp_server.registry.server, mcp_server.protocol.dispatcher, mcp_server.transports.post
-        import mcp_server.runtime, mcp_server.models_as_tools, mcp_server.forms_as_tools, mcp_server.routing
+        import mcp_server.runtime, mcp_server.expose.models, mcp_server.expose.forms, mcp_server.routing
         from mcp_server import mcp, expose_model, Context
         print(sorted(name for name in sys.modules if name.startswith("rest_framework")))
         """
