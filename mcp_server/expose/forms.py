@@ -23,7 +23,6 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal
 
-from asgiref.sync import sync_to_async
 from django import forms
 from django.core.exceptions import ImproperlyConfigured
 from django.db import router
@@ -33,6 +32,7 @@ from ..core.context import Context
 from ..core.writes import write_transaction
 from ..registry.entries import Permission
 from ..registry.server import MCPServer
+from ..registry.signature import call_handler
 from ..wire.errors import ToolError
 from .fields import python_type
 from .schema import DEFAULT_PERMISSION, ctx_parameter, keyword, make_handler
@@ -191,7 +191,7 @@ def expose_form(
     async def call(**arguments: Any) -> Any:
         ctx: Context = arguments.pop("ctx")
         data = {k: v for k, v in arguments.items() if v is not None}
-        result = await sync_to_async(run)(data, ctx)
+        result = await call_handler(run, data, ctx)
         if inspect.isawaitable(result):
             result = await result
         return result

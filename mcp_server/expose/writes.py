@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import models, router
 
@@ -27,6 +26,7 @@ from ..core.context import Context
 from ..core.writes import write_transaction
 from ..registry.entries import Permission
 from ..registry.server import MCPServer
+from ..registry.signature import call_handler
 from ..wire.errors import ToolError
 from .fields import value_type
 from .schema import ctx_parameter, keyword, make_handler
@@ -287,7 +287,7 @@ def _register_create(tools: _WriteTools) -> None:
         ctx: Context = arguments.pop("ctx")
         names = sent(ctx, arguments) & writable.keys()
         given = {k: v for k, v in arguments.items() if k in names}
-        return await sync_to_async(create_sync)(ctx, given)
+        return await call_handler(create_sync, ctx, given)
 
     tools.register(
         "create",
@@ -326,7 +326,7 @@ def _register_update(tools: _WriteTools) -> None:
             for k, v in arguments.items()
             if k in sent(ctx, arguments) and k in writable and k != key_name
         }
-        return await sync_to_async(update_sync)(ctx, value, changes)
+        return await call_handler(update_sync, ctx, value, changes)
 
     tools.register(
         "update",
@@ -354,7 +354,7 @@ def _register_delete(tools: _WriteTools) -> None:
         return {"deleted": value}
 
     async def delete_row(**arguments: Any) -> dict[str, Any]:
-        return await sync_to_async(delete_sync)(arguments["ctx"], arguments[key_name])
+        return await call_handler(delete_sync, arguments["ctx"], arguments[key_name])
 
     tools.register(
         "delete",
