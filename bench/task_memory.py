@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.bench import rss_kib  # noqa: E402
 from tests.live import LiveServer, start_server  # noqa: E402
-from tests.raw import messages_of, modern_headers, modern_meta, rpc  # noqa: E402
+from tests.raw import messages_of, rpc, sessionless_headers, sessionless_meta  # noqa: E402
 
 CAPABILITIES: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {}}
 
@@ -51,9 +51,9 @@ class Client:
 
     async def call(self, method: str, params: dict[str, Any], name: str) -> dict[str, Any]:
         self.ids += 1
-        meta = modern_meta(CAPABILITIES, {"name": "task-bench", "version": "1"})
+        meta = sessionless_meta(CAPABILITIES, {"name": "task-bench", "version": "1"})
         body = rpc(method, {**params, "_meta": meta}, self.ids)
-        response = await self.http.post(self.url, json=body, headers=modern_headers(method, name))
+        response = await self.http.post(self.url, json=body, headers=sessionless_headers(method, name))
         message = messages_of(response)[-1]
         if "result" not in message:
             raise RuntimeError(f"{method}: {message}")

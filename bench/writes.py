@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.loadgen import Connection, replies_in  # noqa: E402
-from mcp_server.site_checks import SQLITE_OPTIONS  # noqa: E402
+from mcp_server.checks import SQLITE_OPTIONS  # noqa: E402
 from tests.live import LiveServer, postgres_database, start_server  # noqa: E402
 
 SETUPS = ("sqlite-readme", "sqlite-default", "postgresql")

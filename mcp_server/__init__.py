@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from .registry.signature import McpHeader
     from .updates import anotify_resource_updated, notify_resource_updated
     from .wire.errors import JSONRPCError, ResourceNotFound, ToolError
-    from .wire.modern import MissingClientCapability
+    from .wire.v2026_07_28 import MissingClientCapability
 
 _LAZY = {
     "Context": "mcp_server.core.context",
@@ -57,7 +57,7 @@ _LAZY = {
     "Image": "mcp_server.registry.results",
     "MCPServer": "mcp_server.registry.server",
     "McpHeader": "mcp_server.registry.signature",
-    "MissingClientCapability": "mcp_server.wire.modern",
+    "MissingClientCapability": "mcp_server.wire.v2026_07_28",
     "mcp": "mcp_server.registry.server",
     "anotify_resource_updated": "mcp_server.updates",
     "expose_form": "mcp_server.expose.forms",

@@ -14,7 +14,7 @@ class MCPServerConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks, site_checks  # noqa: F401  (register the system checks)
+        from . import checks  # noqa: F401  (registers the system checks)
 
         if self.apps is not None and self.apps.is_installed("django.contrib.admin"):
             from .auth import admin as token_admin  # noqa: F401  (registers the access-token admin)

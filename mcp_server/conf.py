@@ -9,6 +9,8 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from .wire.v2026_07_28 import CACHEABLE_METHODS
+
 __all__ = ["DEFAULTS", "LOCAL_HOSTS", "MCPSettings", "allowed_hosts", "mcp_settings"]
 
 DEFAULTS: dict[str, Any] = {
@@ -53,13 +55,9 @@ DEFAULTS: dict[str, Any] = {
     "MAX_SESSIONS_PER_CLIENT": None,
     "ERROR_DETAIL": False,
     "STORE_TIMEOUT": 5.0,
-    "CACHE_HINTS": {
-        "server/discover": {"ttl_ms": 0, "cache_scope": "public"},
-        "tools/list": {"ttl_ms": 0, "cache_scope": "private"},
-        "prompts/list": {"ttl_ms": 0, "cache_scope": "private"},
-        "resources/list": {"ttl_ms": 0, "cache_scope": "private"},
-        "resources/templates/list": {"ttl_ms": 0, "cache_scope": "private"},
-        "resources/read": {"ttl_ms": 0, "cache_scope": "private"},
+    "CACHE_HINTS": {  # every cacheable method: not cached, and only server/discover's result is public
+        method: {"ttl_ms": 0, "cache_scope": "public" if method == "server/discover" else "private"}
+        for method in CACHEABLE_METHODS
     },
     "REQUEST_STATE_MAX_AGE": 3600.0,
     "TASK_TTL": 3600.0,

@@ -81,18 +81,21 @@ TARGETS: dict[str, list[str]] = {
         "tests/transports/test_resumable_streams.py",
         "tests/transports/test_resumable.py",
     ],
-    "mcp_server/protocol/__init__.py": ["tests/protocol/test_modern.py"],  # a docstring: no mutants
+    "mcp_server/protocol/__init__.py": ["tests/protocol/test_v2026_07_28.py"],  # a docstring: no mutants
     "mcp_server/protocol/claims.py": ["tests/protocol/test_claims.py", "tests/protocol/test_write_claims.py"],
     "mcp_server/protocol/client_messages.py": [
         "tests/core/test_context.py",
         "tests/transports/test_exchange.py",
     ],
-    "mcp_server/protocol/lifecycle.py": ["tests/protocol/test_lifecycle.py", "tests/protocol/test_modern.py"],
+    "mcp_server/protocol/lifecycle.py": [
+        "tests/protocol/test_lifecycle.py",
+        "tests/protocol/test_v2026_07_28.py",
+    ],
     "mcp_server/protocol/listen.py": ["tests/protocol/test_listen.py", "tests/transports/test_listen.py"],
     "mcp_server/protocol/middleware.py": ["tests/protocol/test_middleware.py"],
-    "mcp_server/protocol/modern.py": [
-        "tests/protocol/test_modern.py",
-        "tests/transports/test_modern_http.py",
+    "mcp_server/protocol/v2026_07_28.py": [
+        "tests/protocol/test_v2026_07_28.py",
+        "tests/transports/test_v2026_07_28.py",
     ],
     "mcp_server/protocol/outbound.py": [
         "tests/protocol/test_outbound.py",

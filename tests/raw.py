@@ -21,7 +21,7 @@ CLIENT_INFO = {"name": "raw-http-tests", "version": "1.0"}
 MODERN = "2026-07-28"
 
 
-def modern_meta(
+def sessionless_meta(
     capabilities: dict[str, Any] | None = None, client_info: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """The ``_meta`` envelope of a 2026-07-28 request."""
@@ -34,7 +34,7 @@ def modern_meta(
     return meta
 
 
-def modern_headers(method: str, name: str | None = None, **extra: str) -> dict[str, str]:
+def sessionless_headers(method: str, name: str | None = None, **extra: str) -> dict[str, str]:
     """The HTTP headers of a 2026-07-28 request (``Mcp-Name`` for the tool, prompt, resource or task)."""
     out = {
         "Accept": ACCEPT_BOTH,

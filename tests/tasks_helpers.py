@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from tests.raw import messages_of, modern_headers, modern_meta, rpc
+from tests.raw import messages_of, rpc, sessionless_headers, sessionless_meta
 
 TASKS = "io.modelcontextprotocol/tasks"
 WITH_TASKS: dict[str, Any] = {"extensions": {TASKS: {}}, "elicitation": {}}
@@ -37,13 +37,13 @@ class TaskClient:
         self.extra = dict(headers or {})
 
     def headers(self, method: str, name: str | None) -> dict[str, str]:
-        return modern_headers(method, name, **self.extra)
+        return sessionless_headers(method, name, **self.extra)
 
     async def post(
         self, method: str, params: dict[str, Any], *, name: str | None = None, **head: str
     ) -> tuple[httpx.Response, dict[str, Any]]:
         """The HTTP response and its final JSON-RPC message."""
-        meta = modern_meta(self.capabilities, {"name": "tasks-tests", "version": "1"})
+        meta = sessionless_meta(self.capabilities, {"name": "tasks-tests", "version": "1"})
         request_id = next(_ids)
         if name is None and method == "tools/call":
             name = str(params["name"])

@@ -1,8 +1,10 @@
-"""System checks (``checks.py``, ``site_checks.py``): every ``mcp_server.E0xx`` / ``W0xx`` fires on a bad
+"""System checks (the ``mcp_server.checks`` package): every ``mcp_server.E0xx`` / ``W0xx`` fires on a bad
 setting and stays silent on a good one, through Django's own check runner and ``manage.py check``."""
 
 from __future__ import annotations
 
+import importlib
+import sys
 from io import StringIO
 from typing import Any
 
@@ -12,6 +14,9 @@ from django.core.checks import run_checks
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
+
+from mcp_server.conf import DEFAULTS
+from mcp_server.wire.v2026_07_28 import CACHEABLE_METHODS
 
 REDIS = "channels_redis.core.RedisChannelLayer"
 MEMORY = {"BACKEND": "channels.layers.InMemoryChannelLayer"}
@@ -45,7 +50,7 @@ def test_the_test_site_passes_every_check() -> None:
     assert mcp_ids(DEBUG=False) == []
 
 
-# -- checks.py ---------------------------------------------------------------------------------------------
+# -- checks/settings, stores, redis -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("value", ["json", 5, ["RESPONSE_MODE"], None])
@@ -318,7 +323,7 @@ def test_the_demo_settings_on_redis_pass_w002_and_w008() -> None:
     assert "W008" not in done.stderr
 
 
-# -- site_checks.py ----------------------------------------------------------------------------------------
+# -- checks/auth, site ------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -529,6 +534,26 @@ def test_e015_malformed_cache_hints(hints: Any) -> None:
     assert mcp_ids(MCP_SERVER=with_mcp(CACHE_HINTS=hints)) == ["mcp_server.E015"]
 
 
+def test_e015_names_the_cacheable_methods_and_the_defaults_cover_each() -> None:
+    """The cacheable methods are one list (``wire.v2026_07_28.CACHEABLE_METHODS``): E015's message names them
+    in order, and ``CACHE_HINTS``' defaults are what they were, one per method."""
+    with override_settings(MCP_SERVER=with_mcp(CACHE_HINTS={"ping": {}})):
+        (message,) = [m for m in run_checks() if m.id == "mcp_server.E015"]
+    assert message.msg == (
+        "MCP_SERVER['CACHE_HINTS']: 'ping' is not a method with caching hints (server/discover, tools/list, "
+        "prompts/list, resources/list, resources/templates/list, resources/read)."
+    )
+    assert DEFAULTS["CACHE_HINTS"] == {
+        "server/discover": {"ttl_ms": 0, "cache_scope": "public"},
+        "tools/list": {"ttl_ms": 0, "cache_scope": "private"},
+        "prompts/list": {"ttl_ms": 0, "cache_scope": "private"},
+        "resources/list": {"ttl_ms": 0, "cache_scope": "private"},
+        "resources/templates/list": {"ttl_ms": 0, "cache_scope": "private"},
+        "resources/read": {"ttl_ms": 0, "cache_scope": "private"},
+    }
+    assert tuple(DEFAULTS["CACHE_HINTS"]) == CACHEABLE_METHODS
+
+
 def test_e015_partial_cache_hints_are_fine() -> None:
     assert (
         mcp_ids(MCP_SERVER=with_mcp(CACHE_HINTS={"tools/list": {"ttl_ms": 60000, "cache_scope": "public"}}))
@@ -653,3 +678,26 @@ def test_w036_sqlite_without_immediate_transactions_or_a_lock_timeout(
 )
 def test_w036_silent_with_the_readme_options(options: dict[str, Any]) -> None:
     assert "mcp_server.W036" not in mcp_ids(DATABASES=sqlite(options))
+
+
+def test_site_checks_is_a_deprecated_alias_of_the_checks_package() -> None:
+    import mcp_server.checks as checks
+
+    sys.modules.pop("mcp_server.site_checks", None)
+    with pytest.warns(DeprecationWarning, match=r"mcp_server\.site_checks is deprecated"):
+        site_checks = importlib.import_module("mcp_server.site_checks")
+    for name in site_checks.__all__:
+        assert getattr(site_checks, name) is getattr(checks, name)
+
+
+def test_every_settings_check_is_skipped_by_the_one_guard_when_mcp_server_is_not_a_dict() -> None:
+    """Each check that reads ``MCP_SERVER`` is registered through the one guard, ``mcp_check``: called on a
+    non-dict it returns nothing (E000 alone says so)."""
+    from django.core.checks.registry import registry
+
+    from mcp_server.checks.base import GUARDED
+
+    assert len(GUARDED) == 11
+    assert set(GUARDED) <= registry.registered_checks
+    with override_settings(MCP_SERVER=["not", "a", "dict"]):
+        assert all(check() == [] for check in GUARDED)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -12,7 +13,7 @@ from django.db import DEFAULT_DB_ALIAS
 
 from ..wire.errors import INTERNAL_ERROR, JSONRPCError
 from ..wire.jsonrpc import RequestId
-from ..wire.versions import MODERN_VERSIONS
+from ..wire.versions import is_sessionless_version
 from .rounds import INPUT_METHODS, InputRequest, InputRounds
 from .tasks import Detach
 
@@ -65,6 +66,12 @@ class SessionState:
     def client_label(self) -> str:
         """``"name version"`` from the client's ``clientInfo`` (empty when it sent none)."""
         return client_label(self.client_info)
+
+    @property
+    def sessionless(self) -> bool:
+        """Whether the request speaks the sessionless revision (2026-07-28: per-request ``_meta``, no
+        sessions, no requests to the client). The one test of it: every layer asks this."""
+        return is_sessionless_version(self.protocol_version)
 
 
 def client_label(client_info: Any) -> str:
@@ -168,9 +175,18 @@ class Context:
         await self.log("error", data)
 
     @property
+    def sessionless(self) -> bool:
+        """Whether the request speaks the sessionless revision (2026-07-28: no sessions, no requests to the
+        client); :attr:`SessionState.sessionless` of its session."""
+        return self.session.sessionless
+
+    @property
     def modern(self) -> bool:
-        """Whether the request is of the modern era (2026-07-28: no sessions, no requests to the client)."""
-        return self.session.protocol_version in MODERN_VERSIONS
+        """Deprecated alias of :attr:`sessionless`."""
+        warnings.warn(
+            "Context.modern is deprecated; use Context.sessionless.", DeprecationWarning, stacklevel=2
+        )
+        return self.sessionless
 
     async def detach(self) -> None:
         """Go on as a task (tools registered with ``task_start="detach"``): the call is answered with a task
@@ -227,7 +243,7 @@ class Context:
         ``input_required`` round with all of them (the handler runs again, from the start, on the retry).
         Keys must be unique within the request.
         """
-        if self.modern:
+        if self.sessionless:
             return self._input_rounds().take(requests)
         for request in requests.values():
             self._require(request.capability)
@@ -241,7 +257,7 @@ class Context:
                 waiting.cancel()
 
     async def _ask(self, request: InputRequest, key: str | None) -> dict[str, Any]:
-        if self.modern:
+        if self.sessionless:
             rounds = self._input_rounds()
             key = key or rounds.next_key(request)
             return rounds.take({key: request})[key]

@@ -1,10 +1,10 @@
 """Input rounds: what ``ctx.elicit``, ``ctx.sample`` and ``ctx.list_roots`` become at 2026-07-28.
 
-The modern revision has no server-to-client requests. A ``tools/call``, ``prompts/get`` or ``resources/read``
-that needs the client's input answers ``{"resultType": "input_required", "inputRequests": {...},
-"requestState": "..."}`` and the client retries the same request with ``inputResponses`` (multi round-trip
-requests, MRTR). The handler runs again from the start on each retry: every ask either finds its answer (in
-this retry's ``inputResponses``, or among the answers of earlier rounds carried in the signed
+The 2026-07-28 revision has no server-to-client requests. A ``tools/call``, ``prompts/get`` or
+``resources/read`` that needs the client's input answers ``{"resultType": "input_required", "inputRequests":
+{...}, "requestState": "..."}`` and the client retries the same request with ``inputResponses`` (multi
+round-trip requests, MRTR). The handler runs again from the start on each retry: every ask either finds its
+answer (in this retry's ``inputResponses``, or among the answers of earlier rounds carried in the signed
 ``requestState``) or stops the handler with :class:`InputRequired`, which the reply guarantee turns into the
 ``input_required`` result. Each ask has a key: the caller's, or one derived from the order of the asks.
 """
@@ -142,7 +142,7 @@ class InputRequired(BaseException):
 
 
 class InputRounds:
-    """The answers one modern request carries, and the asks its handler made so far."""
+    """The answers one 2026-07-28 request carries, and the asks its handler made so far."""
 
     def __init__(
         self,

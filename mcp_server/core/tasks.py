@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..wire.modern import TASKS_EXTENSION
+from ..wire.v2026_07_28 import TASKS_EXTENSION
 
 __all__ = [
     "ENDED_KEPT",

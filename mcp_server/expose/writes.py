@@ -354,7 +354,8 @@ def _register_delete(tools: _WriteTools) -> None:
         return {"deleted": value}
 
     async def delete_row(**arguments: Any) -> dict[str, Any]:
-        return await call_handler(delete_sync, arguments["ctx"], arguments[key_name])
+        deleted: dict[str, Any] = await call_handler(delete_sync, arguments["ctx"], arguments[key_name])
+        return deleted
 
     tools.register(
         "delete",

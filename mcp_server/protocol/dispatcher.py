@@ -16,12 +16,12 @@ from ..core.stores import bounded
 from ..registry.access import REQUIRED_SCOPE_KEY, ausable, listed_entries
 from ..registry.signature import call_handler
 from ..wire.errors import INVALID_PARAMS, METHOD_NOT_FOUND, JSONRPCError, ResourceNotFound
-from ..wire.modern import BUILTIN_METHODS, TASK_METHODS
+from ..wire.v2026_07_28 import BUILTIN_METHODS, TASK_METHODS
 from .listen import listen
-from .modern import discover_result, finish_result, is_modern
 from .pagination import paginate
 from .task_methods import tasks_cancel, tasks_get, tasks_update
 from .tasks import call_tool
+from .v2026_07_28 import discover_result, finish_result
 
 if TYPE_CHECKING:
     from ..registry.entries import RegisteredHandler
@@ -88,7 +88,7 @@ async def _resources_read(ctx: Context) -> dict[str, Any]:
     uri = ctx.params["uri"]
     found = ctx.server.find_resource(uri)
     if found is None or not await ausable(found[0], ctx):
-        if is_modern(ctx.session):  # 2026-07-28: -32602 (-32002 is the handshake era's)
+        if ctx.sessionless:  # 2026-07-28: -32602 (-32002 is the handshake era's)
             raise JSONRPCError(INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
         raise ResourceNotFound(uri)
     resource, variables = found
@@ -170,13 +170,13 @@ BUILTINS: dict[str, Handler] = {
     "tasks/cancel": tasks_cancel,
 }
 # ``initialize`` is answered before dispatch (protocol.serving); every other built-in method is here, so
-# that the registry's list (wire.modern.BUILTIN_METHODS) and this table cannot drift apart.
+# that the registry's list (wire.v2026_07_28.BUILTIN_METHODS) and this table cannot drift apart.
 assert BUILTINS.keys() | {"initialize"} == BUILTIN_METHODS, "BUILTINS and BUILTIN_METHODS differ"
 
 
 def _validate(ctx: Context) -> None:
     if ctx.method in TASK_METHODS:  # the extension's methods: checked by their handlers (protocol.tasks)
-        if not is_modern(ctx.session):
+        if not ctx.sessionless:
             raise JSONRPCError(METHOD_NOT_FOUND, f"Method not found: {ctx.method}")
         return
     params = ctx.params or None
@@ -206,7 +206,7 @@ async def dispatch(ctx: Context) -> dict[str, Any] | None:
         _validate(ctx)
         result = await builtin(ctx)
         assert result is not None
-        if is_modern(ctx.session):
+        if ctx.sessionless:
             return finish_result(ctx, result)
         try:
             return serialize_server_result(ctx.method, ctx.session.protocol_version, result)
@@ -222,4 +222,4 @@ async def dispatch(ctx: Context) -> dict[str, Any] | None:
     )
     if value is not None and not isinstance(value, dict):
         raise JSONRPCError(-32603, f"Method {ctx.method} returned {type(value).__name__}, not an object")
-    return finish_result(ctx, value) if value is not None and is_modern(ctx.session) else value
+    return finish_result(ctx, value) if value is not None and ctx.sessionless else value

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..conf import mcp_settings
-from ..wire.modern import TASKS_EXTENSION
+from ..wire.v2026_07_28 import TASKS_EXTENSION
 from ..wire.versions import negotiate
 
 if TYPE_CHECKING:
     from ..registry.server import MCPServer
 
-__all__ = ["initialize_result", "modern_capabilities", "server_capabilities", "server_info"]
+__all__ = ["initialize_result", "server_capabilities", "server_info", "sessionless_capabilities"]
 
 
 def server_capabilities(server: MCPServer) -> dict[str, Any]:
@@ -28,7 +28,7 @@ def server_capabilities(server: MCPServer) -> dict[str, Any]:
     return capabilities
 
 
-def modern_capabilities(server: MCPServer) -> dict[str, Any]:
+def sessionless_capabilities(server: MCPServer) -> dict[str, Any]:
     """Capabilities a 2026-07-28 server declares: :func:`server_capabilities`, and the tasks extension when
     one of its tools can run as a task."""
     capabilities = server_capabilities(server)

@@ -31,8 +31,8 @@ from ..registry.access import ausable, usable_entries
 from ..wire.errors import INTERNAL_ERROR, JSONRPCError
 from ..wire.jsonrpc import RequestId, notification
 from ..wire.messages import LISTEN_GROUP, ListenEvent
-from ..wire.modern import SUBSCRIPTION_ID_KEY, TASKS_EXTENSION, MissingClientCapability
-from .lifecycle import modern_capabilities
+from ..wire.v2026_07_28 import SUBSCRIPTION_ID_KEY, TASKS_EXTENSION, MissingClientCapability
+from .lifecycle import sessionless_capabilities
 from .settlement import PendingRequest
 from .task_methods import visible_tasks
 
@@ -77,7 +77,7 @@ def honored_filter(
     ``taskIds`` only when the server declares the tasks extension. ``taskIds`` from a client that did not
     declare the tasks extension is -32021."""
     wanted = requested if isinstance(requested, dict) else {}
-    declared = modern_capabilities(server)
+    declared = sessionless_capabilities(server)
     honored: dict[str, Any] = {}
     for key, feature in LIST_CHANGED.values():
         if wanted.get(key) is True and (declared.get(feature) or {}).get("listChanged"):

@@ -88,9 +88,9 @@ def _responses(ctx: Context) -> dict[str, Any]:
 
 
 def open_rounds(ctx: Context) -> InputRounds | None:
-    """The input rounds of a modern ``tools/call``, ``prompts/get`` or ``resources/read`` (``None`` for any
-    other request): its ``inputResponses`` and the answers of its verified ``requestState``."""
-    if not ctx.modern or ctx.method not in INPUT_METHODS:
+    """The input rounds of a 2026-07-28 ``tools/call``, ``prompts/get`` or ``resources/read`` (``None`` for
+    any other request): its ``inputResponses`` and the answers of its verified ``requestState``."""
+    if not ctx.sessionless or ctx.method not in INPUT_METHODS:
         return None
     responses = _responses(ctx)
     carried = _read_state(ctx, ctx.params["requestState"]) if "requestState" in ctx.params else {}
@@ -99,7 +99,7 @@ def open_rounds(ctx: Context) -> InputRounds | None:
 
 def previous_round(ctx: Context) -> str:
     """The ledger link of a retry: the token of the round its valid ``requestState`` answers, else ``""``."""
-    if not ctx.modern or ctx.method not in INPUT_METHODS or "requestState" not in ctx.params:
+    if not ctx.sessionless or ctx.method not in INPUT_METHODS or "requestState" not in ctx.params:
         return ""
     try:
         _read_state(ctx, ctx.params["requestState"])

@@ -45,9 +45,9 @@ from ..core.tasks import (
 )
 from ..wire.errors import CONNECTION_CLOSED, INTERNAL_ERROR, REQUEST_TIMEOUT, JSONRPCError
 from ..wire.messages import TaskStatus, task_group, to_event
-from ..wire.modern import MissingClientCapability
-from .modern import finish_result, is_modern
+from ..wire.v2026_07_28 import MissingClientCapability
 from .task_bounds import admit, client_address, max_duration, overdue_error, task_context, task_deadline
+from .v2026_07_28 import finish_result
 
 if TYPE_CHECKING:
     from ..registry.tools import Tool
@@ -80,7 +80,7 @@ def runner_of(ctx: Context) -> TaskRunner | None:
 async def call_tool(ctx: Context, tool: Tool) -> dict[str, Any]:
     """``tools/call``: the tool's result, or (a task-capable tool, the extension declared) a task."""
     arguments = ctx.params.get("arguments")
-    if tool.task is None or ctx.task_id is not None or not is_modern(ctx.session):
+    if tool.task is None or ctx.task_id is not None or not ctx.sessionless:
         return await tool.call(arguments, ctx)
     runner = runner_of(ctx)
     if not tasks_declared(ctx) or runner is None:

@@ -8,7 +8,7 @@ from typing import Any, TypeVar, overload
 
 from django.core.exceptions import ImproperlyConfigured
 
-from ..wire.modern import BUILTIN_METHODS
+from ..wire.v2026_07_28 import BUILTIN_METHODS
 from .entries import Permission
 from .prompts import Prompt
 from .resources import Resource

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from ..conf import mcp_settings
 from ..wire.errors import JSONRPCError, ToolError
-from ..wire.modern import invalid_x_mcp_header
+from ..wire.v2026_07_28 import invalid_x_mcp_header
 from .entries import RegisteredHandler
 from .results import _jsonable, dump, output_schema_for, to_content
 from .signature import call_handler

@@ -44,11 +44,11 @@ from ..wire.jsonrpc import encode_message, encode_reply, error_response
 from ..wire.versions import BATCH_VERSIONS, DEFAULT_HEADER_VERSION, SUPPORTED_VERSIONS
 from . import sse
 from .exchange import PostExchange, content_length
-from .modern import ALLOW_POST, ModernPost, is_modern_post, modern_not_allowed
 from .post import HANDSHAKE_HEADER, parse_post
 from .resumable import EventLog, serve_resumed
 from .rules import Headers, HTTPProblem, accepts, check_origin_and_host, headers_of
 from .shutdown import install_shutdown_hooks
+from .v2026_07_28 import ALLOW_POST, SessionlessPost, is_sessionless_post, sessionless_not_allowed
 
 __all__ = ["MCPConsumer"]
 
@@ -143,7 +143,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         """The client went away. A GET stream ends; a POST's requests still run to settlement."""
         self.disconnected = True
         self.stream_closed.set()
-        if self.exchange is not None and self.exchange.modern:  # 2026-07-28: closing it cancels
+        if self.exchange is not None and self.exchange.sessionless:  # 2026-07-28: closing it cancels
             await self.exchange.cancel_open()
         if self.task is None or self.finished.is_set():
             await self._leave_stream()
@@ -171,11 +171,11 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             request = ASGIRequest(self.scope, io.BytesIO(body))
             if method in ("POST", "GET", "DELETE"):
                 await self._authenticate(request)
-            if method == "POST" and is_modern_post(headers, body):
-                await self._modern_post(headers, body, request)
+            if method == "POST" and is_sessionless_post(headers, body):
+                await self._sessionless_post(headers, body, request)
             elif method == "POST":
                 await self._post(headers, body, request)
-            elif method in ("GET", "DELETE") and modern_not_allowed(headers, method):
+            elif method in ("GET", "DELETE") and sessionless_not_allowed(headers, method):
                 raise HTTPProblem(
                     405, f"Method Not Allowed: {method} has no meaning at 2026-07-28", headers=ALLOW_POST
                 )
@@ -259,9 +259,9 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         )
         await exchange.run(messages)
 
-    async def _modern_post(self, headers: Headers, body: bytes, request: ASGIRequest) -> None:
+    async def _sessionless_post(self, headers: Headers, body: bytes, request: ASGIRequest) -> None:
         """A 2026-07-28 POST: one request, served statelessly under the reply guarantee."""
-        reading = ModernPost(self.server, self.scope.get("headers", []))
+        reading = SessionlessPost(self.server, self.scope.get("headers", []))
         message, session = await reading.read(headers, body, self.runtime, self.user, self.auth)
         if message is None:
             await self.send({"type": "http.response.start", "status": 202, "headers": [content_length(b"")]})
@@ -282,7 +282,6 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             request=request,
             user=user,
             stateless=True,
-            modern=True,
         )
         if not listen:
             await exchange.run([message])

@@ -23,7 +23,7 @@ from ..runtime import Runtime
 from ..sessions import acount_open_sessions
 from ..wire.errors import INSUFFICIENT_SCOPE, INVALID_REQUEST, JSONRPCError
 from ..wire.jsonrpc import IncomingMessage, JSONRPCRequest, encode_message, encode_reply, error_response
-from ..wire.modern import http_status
+from ..wire.v2026_07_28 import http_status
 from . import sse
 from .resumable import EventLog
 from .rules import HTTPProblem
@@ -65,7 +65,7 @@ class _ExchangePeer(RequestPeer):
         return True
 
     async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
-        if self.exchange.modern:  # 2026-07-28: no server-to-client request on any stream
+        if self.exchange.sessionless:  # 2026-07-28: no server-to-client request on any stream
             raise JSONRPCError(INVALID_REQUEST, f"{method} cannot be sent to a 2026-07-28 client")
         if self.exchange.mode == "json":
             raise JSONRPCError(
@@ -107,7 +107,6 @@ class PostExchange:
         user: Any = None,
         headers: list[tuple[bytes, bytes]] | None = None,
         stateless: bool = False,
-        modern: bool = False,
         is_open: Callable[[], bool] | None = None,
     ) -> None:
         self.runtime = runtime
@@ -120,9 +119,6 @@ class PostExchange:
         self.user = user
         self.headers = list(headers or [])
         self.stateless = stateless
-        self.modern = modern
-        """A 2026-07-28 request: an error answered as JSON carries its HTTP status; closing the response
-        cancels it (:meth:`cancel_open`)."""
         self.is_open = is_open or (lambda: True)
         """Whether the client is still there to read the response."""
         self.status = 200
@@ -143,9 +139,15 @@ class PostExchange:
         self._getting: asyncio.Future[tuple[str, bytes, str]] | None = None
 
     @property
+    def sessionless(self) -> bool:
+        """A 2026-07-28 request (``SessionState.sessionless``): an error answered as JSON carries its HTTP
+        status; closing the response cancels it (:meth:`cancel_open`)."""
+        return self.session.sessionless
+
+    @property
     def resumable(self) -> bool:
         """Whether this POST's stream can be resumed with ``Last-Event-ID`` (handshake era, a session)."""
-        return not self.modern and self.session.id is not None and self.mode != "json"
+        return not self.sessionless and self.session.id is not None and self.mode != "json"
 
     async def run(self, messages: list[IncomingMessage | dict[str, Any]]) -> None:
         """Serve ``messages`` (already-built error responses may be mixed in) and send the HTTP response."""
@@ -183,7 +185,7 @@ class PostExchange:
         except JSONRPCError as exc:
             self._reply(error_response(message.id, exc))
             return 0
-        if self.modern:
+        if self.sessionless:
             self.entries.append(entry)
         self.keys.append(entry.record.request_key)
         return 1
@@ -239,7 +241,7 @@ class PostExchange:
         if code == INSUFFICIENT_SCOPE and not self.is_batch and not self.streaming and not self.challenged:
             self.status, self.challenged = 403, True
             self.headers.append((b"www-authenticate", self._scope_challenge(error).encode("latin-1")))
-        elif self.modern:
+        elif self.sessionless:
             self.status = http_status(code)
 
     def _scope_challenge(self, error: dict[str, Any]) -> str:
@@ -253,7 +255,9 @@ class PostExchange:
 
     async def _drain(self, open_count: int) -> None:
         held: list[tuple[bytes, str]] = []
-        if self.mode == "sse" and not self.modern and not self.challenged:  # (those answer with a status)
+        if (
+            self.mode == "sse" and not self.sessionless and not self.challenged
+        ):  # (those answer with a status)
             await self._start_stream()
         while open_count > 0 or not self.queue.empty():
             got = await self._next()
@@ -307,7 +311,7 @@ class PostExchange:
     async def _next(self) -> tuple[str, bytes, str] | None:
         """The next item of the queue; ``None`` when a 2026 stream stayed quiet for ``KEEPALIVE_INTERVAL``."""
         interval = mcp_settings.KEEPALIVE_INTERVAL
-        if not (self.modern and self.streaming and interval):
+        if not (self.sessionless and self.streaming and interval):
             return await self.queue.get()
         if self._getting is None:  # kept across a quiet spell: an item is never lost to a timeout
             self._getting = asyncio.ensure_future(self.queue.get())

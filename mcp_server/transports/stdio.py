@@ -294,14 +294,14 @@ class StdioLoop:
 
     async def _request(self, message: JSONRPCRequest) -> None:
         try:
-            modern = self.era.session_for(message, initialized=self.state is not None)
+            sessionless = self.era.session_for(message, initialized=self.state is not None)
         except JSONRPCError as exc:
             await self._answer(error_response(message.id, exc))
             return
         if message.method == "initialize":
             await self._initialize(message)
             return
-        session = modern or self.state
+        session = sessionless or self.state
         if session is None:
             if message.method == "ping":
                 await self._answer(result_response(message.id, {}))

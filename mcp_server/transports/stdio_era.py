@@ -11,11 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.context import SessionState
-from ..protocol.modern import modern_request_session
+from ..protocol.v2026_07_28 import sessionless_state
 from ..registry.server import MCPServer
 from ..wire.errors import INVALID_REQUEST, JSONRPCError
 from ..wire.jsonrpc import JSONRPCNotification, JSONRPCRequest, RequestId
-from ..wire.modern import has_envelope, unsupported_version
+from ..wire.v2026_07_28 import has_envelope, unsupported_version
 
 __all__ = ["EraLock"]
 
@@ -25,7 +25,7 @@ class EraLock:
 
     def __init__(self, server: MCPServer) -> None:
         self.server = server
-        self.modern = False
+        self.sessionless = False
 
     def session_for(self, message: JSONRPCRequest, *, initialized: bool) -> SessionState | None:
         """The request's 2026 ``SessionState``, or ``None`` for the handshake era (``initialized``: the
@@ -33,7 +33,7 @@ class EraLock:
         one the 2026 ladder refuses."""
         params = message.params or {}
         if message.method == "initialize":
-            if self.modern:
+            if self.sessionless:
                 raise unsupported_version(str(params.get("protocolVersion", "")))
             return None
         if initialized:
@@ -43,14 +43,14 @@ class EraLock:
                     "Invalid request: this connection opened with initialize (no _meta envelope)",
                 )
             return None
-        if not self.modern and not has_envelope(params):
+        if not self.sessionless and not has_envelope(params):
             return None
-        self.modern = True
-        return modern_request_session(self.server, message.method, params)
+        self.sessionless = True
+        return sessionless_state(self.server, message.method, params)
 
     def cancelled(self, message: Any) -> RequestId | None:
         """The id a 2026 ``notifications/cancelled`` names (``None`` for anything else)."""
-        if not self.modern or not isinstance(message, JSONRPCNotification):
+        if not self.sessionless or not isinstance(message, JSONRPCNotification):
             return None
         if message.method != "notifications/cancelled" or not isinstance(message.params, dict):
             return None

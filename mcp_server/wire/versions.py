@@ -8,8 +8,10 @@ __all__ = [
     "BATCH_VERSIONS",
     "DEFAULT_HEADER_VERSION",
     "LATEST_VERSION",
-    "MODERN_VERSIONS",
+    "SESSIONLESS_VERSIONS",
     "SUPPORTED_VERSIONS",
+    "V2026_07_28",
+    "is_sessionless_version",
     "negotiate",
 ]
 
@@ -18,14 +20,23 @@ SUPPORTED_VERSIONS: tuple[str, ...] = tuple(HANDSHAKE_PROTOCOL_VERSIONS)
 
 LATEST_VERSION = SUPPORTED_VERSIONS[-1]
 
-MODERN_VERSIONS: tuple[str, ...] = ("2026-07-28",)
-"""Revisions of the modern era: per-request ``_meta``, no sessions, no server-to-client requests."""
+V2026_07_28 = "2026-07-28"
+"""The sessionless revision: per-request ``_meta``, no sessions, no server-to-client requests."""
+
+SESSIONLESS_VERSIONS: tuple[str, ...] = (V2026_07_28,)
+"""Per-request (``_meta``) revisions this server serves, oldest first: the one list of them."""
 
 DEFAULT_HEADER_VERSION = "2025-03-26"
 """Assumed when a request after ``initialize`` carries no ``MCP-Protocol-Version`` header."""
 
 BATCH_VERSIONS = frozenset({"2025-03-26"})
 """Revisions whose Streamable HTTP transport accepts JSON-RPC batches."""
+
+
+def is_sessionless_version(version: object) -> bool:
+    """Whether a request at ``version`` speaks a sessionless revision (2026-07-28): the one test of it, which
+    ``SessionState.sessionless`` and ``Context.sessionless`` ask."""
+    return version in SESSIONLESS_VERSIONS
 
 
 def negotiate(requested: object) -> str:

@@ -17,7 +17,7 @@ import pytest
 from mcp_server.wire.errors import CONNECTION_CLOSED, REQUEST_ABORTED
 from tests.admin_helpers import admin_client, admin_log, create_superuser, pending_rows, query, run_action
 from tests.live import LiveServer
-from tests.raw import RawSession, messages_of, modern_headers, modern_meta, open_session, rpc
+from tests.raw import RawSession, messages_of, open_session, rpc, sessionless_headers, sessionless_meta
 
 SLOW = {"name": "slow", "arguments": {"seconds": 30}}
 
@@ -205,10 +205,10 @@ async def test_abort_names_a_sessionless_request_among_others_with_its_id(
     names the client that sent it (no session holds it)."""
 
     def call(client: str) -> asyncio.Task[httpx.Response]:
-        meta = modern_meta(client_info={"name": client, "version": "9"})
+        meta = sessionless_meta(client_info={"name": client, "version": "9"})
         payload = rpc("tools/call", {**SLOW, "_meta": meta}, 5)
         return asyncio.create_task(
-            http.post(server.url, json=payload, headers=modern_headers("tools/call", "slow"))
+            http.post(server.url, json=payload, headers=sessionless_headers("tools/call", "slow"))
         )
 
     first, second = call("first-client"), call("second-client")

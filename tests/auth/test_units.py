@@ -20,6 +20,7 @@ from mcp_server.auth import Unauthorized, authenticate_request
 from mcp_server.auth.metadata import metadata_document, metadata_url
 from mcp_server.auth.models import AccessToken, hash_token
 from mcp_server.auth.oauth import insufficient_scope_challenge
+from mcp_server.checks import check_asgi_routing, check_authentication, routed_servers
 from mcp_server.expose.models import expose_model
 from mcp_server.registry.access import (
     granted_scopes,
@@ -30,7 +31,6 @@ from mcp_server.registry.access import (
     token_scopes,
 )
 from mcp_server.routing import mcp_urlpatterns
-from mcp_server.site_checks import check_asgi_routing, check_authentication, routed_servers
 from mcp_server.wire.errors import InsufficientScope
 from project.catalogue.models import Book
 

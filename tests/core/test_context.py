@@ -581,3 +581,23 @@ async def test_the_clients_answer_reaches_the_handler_through_another_worker(
     assert rest[0]["id"] == 5
     expected = structured if structured is not None else {"answer": reply["result"]}
     assert rest[0]["result"]["structuredContent"] == expected
+
+
+def test_sessionless_is_one_test_of_the_revision_and_modern_its_deprecated_alias() -> None:
+    """``SessionState.sessionless`` is the one test of "this request speaks the sessionless revision";
+    ``Context.sessionless`` asks it, and the old ``Context.modern`` still answers it with a warning."""
+    handshake = make_context(LoopbackPeer())
+    sessionless = Context(
+        server=MCPServer("context-tests"),
+        session=SessionState(id=None, protocol_version="2026-07-28"),
+        request_id=8,
+        method="tools/list",
+        params={},
+        peer=LoopbackPeer(),
+    )
+    assert (handshake.session.sessionless, handshake.sessionless) == (False, False)
+    assert (sessionless.session.sessionless, sessionless.sessionless) == (True, True)
+    assert not SessionState(id=None, protocol_version="2025-03-26").sessionless  # stateless handshake era
+    for ctx in (handshake, sessionless):
+        with pytest.warns(DeprecationWarning, match=r"Context\.modern is deprecated"):
+            assert ctx.modern is ctx.sessionless

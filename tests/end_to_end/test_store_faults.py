@@ -31,7 +31,7 @@ import psycopg
 import pytest
 
 from tests.live import ROOT, LiveServer, start_server
-from tests.raw import LATEST, mcp_headers, messages_of, modern_headers, modern_meta, rpc, wait_for
+from tests.raw import LATEST, mcp_headers, messages_of, rpc, sessionless_headers, sessionless_meta, wait_for
 from tests.stores import PostgresServer, RedisServer, throwaway_postgres, throwaway_redis
 
 STORE_TIMEOUT = 1.0
@@ -344,8 +344,10 @@ async def test_token_authenticated_requests_recover_after_a_restarted_postgres(
         name, arguments = (
             ("whoami", {}) if request_id % 2 else ("add_author", {"name": f"Faults {request_id}"})
         )
-        body = rpc("tools/call", {"name": name, "arguments": arguments, "_meta": modern_meta()}, request_id)
-        return http.post(worker.url, json=body, headers=modern_headers("tools/call", name, **auth))
+        body = rpc(
+            "tools/call", {"name": name, "arguments": arguments, "_meta": sessionless_meta()}, request_id
+        )
+        return http.post(worker.url, json=body, headers=sessionless_headers("tools/call", name, **auth))
 
     async def round_of(first_id: int) -> list[Timed]:
         return list(await asyncio.gather(*(timed(signed_in(first_id + i)) for i in range(WIDTH))))

@@ -26,7 +26,7 @@ from tests.live import LiveServer
 from tests.oauth.helpers import Browser, start_oauth_server
 from tests.oauth.raw_oauth import client_id, exchange, get_code
 from tests.oauth.signin import SignIn
-from tests.raw import RawSession, modern_headers, modern_meta, open_session, rpc, wait_for
+from tests.raw import RawSession, open_session, rpc, sessionless_headers, sessionless_meta, wait_for
 
 REQUIRED = "django-mcp-ledger/requiredScope"
 
@@ -241,8 +241,8 @@ async def test_a_batch_member_out_of_scope_gets_the_error_naming_the_scopes(site
 
 async def test_a_2026_request_out_of_scope_is_refused_403(site: LiveServer) -> None:
     token = await narrow_token(site, "tool:echo")
-    params = {"name": "whoami", "arguments": {}, "_meta": modern_meta()}
-    headers = modern_headers("tools/call", "whoami", Authorization=f"Bearer {token}")
+    params = {"name": "whoami", "arguments": {}, "_meta": sessionless_meta()}
+    headers = sessionless_headers("tools/call", "whoami", Authorization=f"Bearer {token}")
     async with httpx.AsyncClient(timeout=30) as http:
         refused = await http.post(site.url, json=rpc("tools/call", params, 5), headers=headers)
     assert refused.status_code == 403

@@ -10,12 +10,12 @@ import pytest
 
 from mcp_server.protocol.lifecycle import (
     initialize_result,
-    modern_capabilities,
     server_capabilities,
     server_info,
+    sessionless_capabilities,
 )
 from mcp_server.registry.server import MCPServer
-from mcp_server.wire.modern import TASKS_EXTENSION
+from mcp_server.wire.v2026_07_28 import TASKS_EXTENSION
 from mcp_server.wire.versions import LATEST_VERSION, SUPPORTED_VERSIONS
 
 
@@ -71,14 +71,14 @@ def test_a_server_with_tools_only_declares_tools_only() -> None:
 
 def test_the_tasks_extension_is_declared_only_with_a_task_tool() -> None:
     server = everything()
-    assert "extensions" not in modern_capabilities(server)
+    assert "extensions" not in sessionless_capabilities(server)
 
     @server.tool(task="optional")
     async def slow() -> str:
         """Runs as a task."""
         return "done"
 
-    capabilities = modern_capabilities(server)
+    capabilities = sessionless_capabilities(server)
     assert capabilities["extensions"] == {TASKS_EXTENSION: {}}
     assert capabilities["tools"] == {"listChanged": True}
 

@@ -25,7 +25,7 @@ from mcp_server.protocol.peer import RequestPeer
 from mcp_server.protocol.rounds import open_rounds
 from mcp_server.registry.server import MCPServer
 from mcp_server.wire.jsonrpc import JSONRPCResponse, WireError
-from mcp_server.wire.versions import MODERN_VERSIONS
+from mcp_server.wire.versions import SESSIONLESS_VERSIONS
 from tests.peers import RecordingPeer
 
 MODERN = "2026-07-28"
@@ -153,7 +153,7 @@ def _clean() -> None:
 
 
 def test_the_modern_versions() -> None:
-    assert MODERN_VERSIONS == ("2026-07-28",)
+    assert SESSIONLESS_VERSIONS == ("2026-07-28",)
 
 
 async def test_an_ask_without_an_answer_is_an_input_required_round() -> None:

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from tests.hostile import strict_json
 from tests.live import LiveServer, shared_site, start_server
-from tests.raw import ACCEPT_BOTH, LATEST, MODERN, content_type, modern_meta, open_session, rpc
+from tests.raw import ACCEPT_BOTH, LATEST, MODERN, content_type, open_session, rpc, sessionless_meta
 
 TIMEOUT = 20.0
 FUZZ = settings(
@@ -225,7 +225,7 @@ def test_2026_headers_never_get_a_5xx(
     if region is not None:
         base["Mcp-Param-Region"] = "=?base64?" + base64.b64encode(region.encode()).decode() + "?="
     arguments = {} if region is None else {"region": region}
-    params = {"name": "test_x_mcp_header", "arguments": arguments, "_meta": modern_meta()}
+    params = {"name": "test_x_mcp_header", "arguments": arguments, "_meta": sessionless_meta()}
     body = rpc("tools/call", params, 1) if verb == "POST" else None
 
     async def run() -> None:

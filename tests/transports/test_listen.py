@@ -18,7 +18,7 @@ from mcp.shared.subscriptions import PromptsListChanged, ToolsListChanged
 
 from tests.admin_helpers import query
 from tests.live import LiveServer
-from tests.raw import MODERN, messages_of, modern_headers, modern_meta, rpc, wait_for
+from tests.raw import MODERN, messages_of, rpc, sessionless_headers, sessionless_meta, wait_for
 from tests.tasks_helpers import WITH_TASKS, TaskClient
 
 pytestmark = pytest.mark.asyncio
@@ -28,8 +28,8 @@ TASKS = "io.modelcontextprotocol/tasks"
 TIMEOUT = 10.0
 
 
-meta = modern_meta
-headers = modern_headers
+meta = sessionless_meta
+headers = sessionless_headers
 
 
 @pytest.fixture(scope="module", params=["auto", "sse", "json"])

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.live import LiveServer
-from tests.raw import final_response, messages_of, modern_headers, modern_meta, open_session, rpc
+from tests.raw import final_response, messages_of, open_session, rpc, sessionless_headers, sessionless_meta
 
 pytestmark = pytest.mark.asyncio
 
@@ -26,8 +26,8 @@ def server(request: pytest.FixtureRequest, start: Callable[..., LiveServer]) -> 
 
 
 async def collect(http: httpx.AsyncClient, url: str, **params: Any) -> dict[str, Any]:
-    body = rpc("test/collect", {**params, "_meta": modern_meta()}, "collect")
-    response = await http.post(url, json=body, headers=modern_headers("test/collect"))
+    body = rpc("test/collect", {**params, "_meta": sessionless_meta()}, "collect")
+    response = await http.post(url, json=body, headers=sessionless_headers("test/collect"))
     return dict(messages_of(response)[-1]["result"])
 
 
@@ -45,11 +45,11 @@ async def test_answered_requests_leave_nothing_to_the_collector(server: LiveServ
             for index in range(5):  # 2026-07-28: sessionless, one request per POST
                 body = rpc(
                     "tools/call",
-                    {"name": "echo", "arguments": {"text": LARGE}, "_meta": modern_meta()},
+                    {"name": "echo", "arguments": {"text": LARGE}, "_meta": sessionless_meta()},
                     index,
                 )
                 answer = final_response(
-                    await http.post(server.url, json=body, headers=modern_headers("tools/call", "echo")),
+                    await http.post(server.url, json=body, headers=sessionless_headers("tools/call", "echo")),
                     index,
                 )
                 assert answer["result"]["content"][0]["text"] == LARGE

@@ -149,7 +149,7 @@ async def test_delete_without_session_id_is_400(http: httpx.AsyncClient, live_se
 
 async def test_unsupported_protocol_version_header_is_400(session: RawSession) -> None:
     """A header naming no handshake revision selects the 2026-07-28 path (whatever session id comes with
-    it), whose ladder refuses a request without the ``_meta`` envelope (the rest: test_modern_http.py)."""
+    it), whose ladder refuses a request without the ``_meta`` envelope (the rest: test_v2026_07_28.py)."""
     response = await session.post(rpc("ping"), **{"MCP-Protocol-Version": "1999-01-01"})
     assert response.status_code == 400
     assert error_of(response)["code"] == -32602

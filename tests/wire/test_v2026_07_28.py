@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from mcp_server.wire.errors import JSONRPCError
-from mcp_server.wire.modern import (
+from mcp_server.wire.v2026_07_28 import (
     check_envelope,
     check_method,
     check_param_headers,
@@ -18,7 +18,7 @@ from mcp_server.wire.modern import (
     has_envelope,
     http_status,
     invalid_x_mcp_header,
-    is_modern_header,
+    is_sessionless_header,
 )
 
 META = {
@@ -34,10 +34,10 @@ def code_of(fn: Any, *args: Any) -> int:
 
 
 def test_era_markers() -> None:
-    assert is_modern_header("2026-07-28")
-    assert is_modern_header("v999.0.0")  # unknown: the 2026 path answers -32022
-    assert not is_modern_header("2025-11-25")
-    assert not is_modern_header(None)
+    assert is_sessionless_header("2026-07-28")
+    assert is_sessionless_header("v999.0.0")  # unknown: the 2026 path answers -32022
+    assert not is_sessionless_header("2025-11-25")
+    assert not is_sessionless_header(None)
     assert has_envelope({"_meta": META})
     assert not has_envelope({"_meta": {"progressToken": 1}})
     assert not has_envelope(None)

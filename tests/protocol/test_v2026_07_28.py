@@ -12,7 +12,7 @@ from django.test import override_settings
 from mcp_server import McpHeader
 from mcp_server.core.context import Context, SessionState
 from mcp_server.protocol.dispatcher import dispatch
-from mcp_server.protocol.modern import finish_result, modern_request_session
+from mcp_server.protocol.v2026_07_28 import finish_result, sessionless_state
 from mcp_server.registry.server import MCPServer
 from mcp_server.wire.errors import JSONRPCError
 from tests.peers import RecordingPeer
@@ -51,7 +51,7 @@ def context(method: str, params: dict[str, Any] | None = None) -> Context:
     params = {**(params or {}), "_meta": META}
     return Context(
         server=server,
-        session=modern_request_session(server, method, params),
+        session=sessionless_state(server, method, params),
         request_id=1,
         method=method,
         params=params,
@@ -80,14 +80,12 @@ async def test_the_session_of_a_modern_request() -> None:
         "io.modelcontextprotocol/clientCapabilities": caps,
         "io.modelcontextprotocol/logLevel": "info",
     }
-    session = modern_request_session(server, "tools/list", {"_meta": meta})
+    session = sessionless_state(server, "tools/list", {"_meta": meta})
     assert session == SessionState(
         id=None, protocol_version=MODERN, client_capabilities=caps, client_info={}, log_level="info"
     )
     with pytest.raises(JSONRPCError) as caught:
-        modern_request_session(
-            server, "tools/list", {"_meta": {**meta, "io.modelcontextprotocol/logLevel": "x"}}
-        )
+        sessionless_state(server, "tools/list", {"_meta": {**meta, "io.modelcontextprotocol/logLevel": "x"}})
     assert caught.value.code == -32602
 
 

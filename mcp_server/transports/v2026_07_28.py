@@ -1,8 +1,8 @@
 """The 2026-07-28 side of the endpoint: which POSTs belong to it, and reading one into a request.
 
-A POST is modern when its ``MCP-Protocol-Version`` header is present and not a handshake revision, or when
-its body's ``params._meta`` carries ``io.modelcontextprotocol/protocolVersion``. It is served without a
-session: no ``Mcp-Session-Id`` is read or minted. GET and DELETE have no meaning at this revision (405).
+A POST is of this revision when its ``MCP-Protocol-Version`` header is present and not a handshake revision,
+or when its body's ``params._meta`` carries ``io.modelcontextprotocol/protocolVersion``. It is served without
+a session: no ``Mcp-Session-Id`` is read or minted. GET and DELETE have no meaning at this revision (405).
 """
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..protocol.modern import modern_request_session, record_refusal
+from ..protocol.v2026_07_28 import record_refusal, sessionless_state
 from ..registry.server import MCPServer
 from ..runtime import Runtime
 from ..wire.errors import JSONRPCError
 from ..wire.jsonrpc import JSONRPCRequest, decode_body, echoable_id, parse_message
-from ..wire.modern import PROTOCOL_VERSION_KEY, has_envelope, http_status, is_modern_header
+from ..wire.v2026_07_28 import PROTOCOL_VERSION_KEY, has_envelope, http_status, is_sessionless_header
 from .post import read_json_body
 from .rules import Headers, HTTPProblem
 
-__all__ = ["ALLOW_POST", "ModernPost", "header_lists", "is_modern_post", "modern_not_allowed"]
+__all__ = ["ALLOW_POST", "SessionlessPost", "header_lists", "is_sessionless_post", "sessionless_not_allowed"]
 
 ALLOW_POST = [(b"allow", b"POST")]
 _MARKER = PROTOCOL_VERSION_KEY.encode()
@@ -33,9 +33,9 @@ def header_lists(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, list[str]]:
     return out
 
 
-def is_modern_post(headers: Headers, body: bytes) -> bool:
+def is_sessionless_post(headers: Headers, body: bytes) -> bool:
     """Whether a POST belongs to the 2026 era (the body is only parsed when it names the envelope key)."""
-    if is_modern_header(headers.get("mcp-protocol-version")):
+    if is_sessionless_header(headers.get("mcp-protocol-version")):
         return True
     if _MARKER not in body:
         return False
@@ -46,12 +46,12 @@ def is_modern_post(headers: Headers, body: bytes) -> bool:
     return isinstance(payload, dict) and has_envelope(payload.get("params"))
 
 
-def modern_not_allowed(headers: Headers, method: str) -> bool:
+def sessionless_not_allowed(headers: Headers, method: str) -> bool:
     """Whether a GET or DELETE carries a 2026 header and no session id: it has no meaning (405)."""
-    return "mcp-session-id" not in headers and is_modern_header(headers.get("mcp-protocol-version"))
+    return "mcp-session-id" not in headers and is_sessionless_header(headers.get("mcp-protocol-version"))
 
 
-class ModernPost:
+class SessionlessPost:
     """One 2026 POST read up to the request the exchange serves (or the refusal it is answered with)."""
 
     def __init__(self, server: MCPServer, raw_headers: Iterable[tuple[bytes, bytes]]) -> None:
@@ -77,7 +77,7 @@ class ModernPost:
         if not isinstance(message, JSONRPCRequest):
             raise HTTPProblem(400, "Invalid Request: only requests and notifications may be posted")
         try:
-            session = modern_request_session(
+            session = sessionless_state(
                 self.server,
                 message.method,
                 message.params or {},

@@ -20,11 +20,11 @@ from ..core.context import LOG_LEVELS, Context, SessionState
 from ..sessions import refuse_large_metadata
 from ..wire.errors import INVALID_PARAMS, JSONRPCError
 from ..wire.jsonrpc import JSONRPCRequest, error_response
-from ..wire.modern import (
+from ..wire.v2026_07_28 import (
+    CACHEABLE_METHODS,
     CLIENT_CAPABILITIES_KEY,
     CLIENT_INFO_KEY,
     LOG_LEVEL_KEY,
-    MODERN_VERSIONS,
     PROTOCOL_VERSION_KEY,
     SERVER_INFO_KEY,
     check_envelope,
@@ -33,7 +33,8 @@ from ..wire.modern import (
     check_routing_headers,
     check_version,
 )
-from .lifecycle import modern_capabilities, server_info
+from ..wire.versions import SESSIONLESS_VERSIONS
+from .lifecycle import server_info, sessionless_capabilities
 from .settlement import ANSWERED, PendingRequest, name_of
 
 if TYPE_CHECKING:
@@ -41,36 +42,17 @@ if TYPE_CHECKING:
     from ..runtime import Runtime
 
 __all__ = [
-    "CACHEABLE",
     "check_metadata_size",
     "discover_result",
     "finish_result",
-    "is_modern",
-    "modern_request_session",
     "record_refusal",
+    "sessionless_state",
 ]
 
 logger = logging.getLogger("mcp_server.requests")
 
-CACHEABLE = frozenset(
-    {
-        "server/discover",
-        "tools/list",
-        "prompts/list",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-    }
-)
-"""Methods whose ``complete`` results carry ``ttlMs`` and ``cacheScope``."""
 
-
-def is_modern(session: SessionState) -> bool:
-    """Whether the request is served at a per-request revision (2026-07-28)."""
-    return session.id is None and session.protocol_version in MODERN_VERSIONS
-
-
-def modern_request_session(
+def sessionless_state(
     server: MCPServer,
     method: str,
     params: dict[str, Any],
@@ -129,8 +111,8 @@ def check_metadata_size(meta: dict[str, Any], size: int | None = None) -> None:
 def discover_result(server: MCPServer) -> dict[str, Any]:
     """The body of a ``server/discover`` result (hints and ``serverInfo`` are added by
     :func:`finish_result`)."""
-    capabilities = modern_capabilities(server)
-    result: dict[str, Any] = {"supportedVersions": list(MODERN_VERSIONS), "capabilities": capabilities}
+    capabilities = sessionless_capabilities(server)
+    result: dict[str, Any] = {"supportedVersions": list(SESSIONLESS_VERSIONS), "capabilities": capabilities}
     instructions = server.instructions or mcp_settings.INSTRUCTIONS
     if instructions:
         result["instructions"] = instructions
@@ -163,7 +145,7 @@ def finish_result(ctx: Context, result: dict[str, Any]) -> dict[str, Any]:
     out["_meta"] = meta
     if out["resultType"] != "complete":
         return out
-    if ctx.method in CACHEABLE:
+    if ctx.method in CACHEABLE_METHODS:
         out = {**_hints(ctx), **out}
     try:
         return serialize_server_result(ctx.method, ctx.session.protocol_version, out)

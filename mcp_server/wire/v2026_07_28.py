@@ -1,4 +1,6 @@
-"""The 2026-07-28 request envelope: era detection and the pure checks of its validation ladder.
+"""The 2026-07-28 (sessionless) revision's wire facts: its request envelope, its methods, the methods whose
+results carry caching hints, era detection and the pure checks of its validation ladder. The revision's
+version strings are in :mod:`~mcp_server.wire.versions`.
 
 Nothing here does I/O: each check reads the request (its ``params``, and on HTTP its headers) and either
 returns or raises :class:`~mcp_server.wire.errors.JSONRPCError` with the code the revision assigns
@@ -17,24 +19,23 @@ from typing import Any
 from mcp_types.methods import CLIENT_REQUESTS
 
 from .errors import INSUFFICIENT_SCOPE, INVALID_PARAMS, METHOD_NOT_FOUND, TOO_MANY_TASKS, JSONRPCError
-from .versions import SUPPORTED_VERSIONS
+from .versions import SESSIONLESS_VERSIONS, SUPPORTED_VERSIONS, V2026_07_28
 
 __all__ = [
     "BUILTIN_METHODS",
+    "CACHEABLE_METHODS",
     "CLIENT_CAPABILITIES_KEY",
     "CLIENT_INFO_KEY",
     "HEADER_MISMATCH",
     "LOG_LEVEL_KEY",
     "MISSING_CAPABILITY",
-    "MODERN_METHODS",
-    "MODERN_VERSION",
-    "MODERN_VERSIONS",
     "PROTOCOL_VERSION_KEY",
     "SERVER_INFO_KEY",
     "SUBSCRIPTION_ID_KEY",
     "TASKS_EXTENSION",
     "TASK_METHODS",
     "UNSUPPORTED_VERSION",
+    "V2026_07_28_METHODS",
     "MissingClientCapability",
     "check_envelope",
     "check_method",
@@ -46,14 +47,9 @@ __all__ = [
     "header_params",
     "http_status",
     "invalid_x_mcp_header",
-    "is_modern_header",
-    "is_modern_version",
+    "is_sessionless_header",
     "unsupported_version",
 ]
-
-MODERN_VERSION = "2026-07-28"
-MODERN_VERSIONS: tuple[str, ...] = (MODERN_VERSION,)
-"""Per-request (``_meta``) revisions this server serves, oldest first."""
 
 PROTOCOL_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 CLIENT_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
@@ -71,14 +67,23 @@ UNSUPPORTED_VERSION = -32022
 TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 """The methods of the tasks extension (``io.modelcontextprotocol/tasks``); ``tasks/result`` and
 ``tasks/list`` were removed with its first version (-32601)."""
-MODERN_METHODS = (
-    frozenset(method for method, version in CLIENT_REQUESTS if version == MODERN_VERSION) | TASK_METHODS
+V2026_07_28_METHODS = (
+    frozenset(method for method, version in CLIENT_REQUESTS if version == V2026_07_28) | TASK_METHODS
 )
 """The methods the 2026-07-28 surface defines (``server/discover``, ``tools/call``, ...), with the tasks
 extension's."""
 BUILTIN_METHODS = frozenset(method for method, _version in CLIENT_REQUESTS) | TASK_METHODS
 """Every request method the server answers itself, in any revision it speaks: the one list that the
 registry refuses to let a site override (``@mcp.method``) and that the dispatcher's table must cover."""
+CACHEABLE_METHODS: tuple[str, ...] = (
+    "server/discover",
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+)
+"""Methods whose ``complete`` results carry ``ttlMs`` and ``cacheScope`` (the keys ``CACHE_HINTS`` takes)."""
 
 _NAME_FIELDS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 _NAME_FIELDS |= {method: "taskId" for method in TASK_METHODS}
@@ -111,18 +116,13 @@ class MissingClientCapability(JSONRPCError):
         )
 
 
-def is_modern_version(version: object) -> bool:
-    """Whether ``version`` is not a handshake-era revision (so a per-request one, known or not)."""
-    return isinstance(version, str) and version not in SUPPORTED_VERSIONS
-
-
-def is_modern_header(value: str | None) -> bool:
+def is_sessionless_header(value: str | None) -> bool:
     """Whether an ``MCP-Protocol-Version`` header selects the 2026 path (present, not a handshake version)."""
     return value is not None and value.strip() not in SUPPORTED_VERSIONS
 
 
 def has_envelope(params: object) -> bool:
-    """Whether a request's params carry the modern ``_meta`` envelope (its protocol version key)."""
+    """Whether a request's params carry the 2026-07-28 ``_meta`` envelope (its protocol version key)."""
     if not isinstance(params, dict):
         return False
     meta = params.get("_meta")
@@ -160,22 +160,22 @@ def unsupported_version(requested: str) -> JSONRPCError:
     return JSONRPCError(
         UNSUPPORTED_VERSION,
         f"Unsupported protocol version: {requested}",
-        {"supported": list(MODERN_VERSIONS), "requested": requested},
+        {"supported": list(SESSIONLESS_VERSIONS), "requested": requested},
     )
 
 
 def check_version(meta: dict[str, Any]) -> str:
     """The request's revision; -32022 when this server does not serve it per request."""
     version = str(meta[PROTOCOL_VERSION_KEY])
-    if version not in MODERN_VERSIONS:
+    if version not in SESSIONLESS_VERSIONS:
         raise unsupported_version(version)
     return version
 
 
 def check_method(method: str, custom: Mapping[str, Any]) -> None:
     """-32601 for a method the revision removed or never had (a raw method the server registers is kept)."""
-    if method not in MODERN_METHODS and method not in custom:
-        raise JSONRPCError(METHOD_NOT_FOUND, f"Method not found: {method} (protocol {MODERN_VERSION})")
+    if method not in V2026_07_28_METHODS and method not in custom:
+        raise JSONRPCError(METHOD_NOT_FOUND, f"Method not found: {method} (protocol {V2026_07_28})")
 
 
 def _mismatch(message: str) -> JSONRPCError:

@@ -21,15 +21,15 @@ from tests.raw import (
     final_response,
     messages_of,
     mode_of,
-    modern_headers,
-    modern_meta,
     rpc,
+    sessionless_headers,
+    sessionless_meta,
     wait_for,
 )
 
 pytestmark = pytest.mark.asyncio
 
-META = modern_meta(client_info={"name": "modern-tests", "version": "1"})
+META = sessionless_meta(client_info={"name": "modern-tests", "version": "1"})
 
 
 @pytest.fixture(scope="module", params=["auto", "sse", "json"])
@@ -37,7 +37,7 @@ def server(request: pytest.FixtureRequest, start: Callable[..., LiveServer]) -> 
     return start({"RESPONSE_MODE": request.param})
 
 
-headers = modern_headers
+headers = sessionless_headers
 
 
 def body(method: str, params: dict[str, Any] | None = None, request_id: int | str = 7) -> dict[str, Any]:
@@ -293,18 +293,18 @@ async def test_client_metadata_is_capped_as_at_initialize(server: LiveServer, fi
     as it caps the same data at ``initialize``: -32602 with the size and the limit in data."""
     big = {"experimental": {"x": {"y": "é" * 600_000}}} if field == "clientCapabilities" else None
     info = {"name": "n" * 1_000_000, "version": "1"} if field == "clientInfo" else None
-    meta = modern_meta(capabilities=big, client_info=info)
+    meta = sessionless_meta(capabilities=big, client_info=info)
     payload = rpc("tools/list", {"_meta": meta}, 7)
     refused = error(await post(server, payload, headers("tools/list")), 400, -32602)
     assert refused["data"]["limit"] == 16384
     assert refused["data"]["size"] > 1_000_000
     assert "MAX_CLIENT_METADATA_BYTES" in refused["message"]
     # just under the cap is served; numbers that grow when measured (1e15: 18 bytes) are measured all the same
-    under = modern_meta(capabilities={"experimental": {"x": {"y": "y" * 16_000}}})
+    under = sessionless_meta(capabilities={"experimental": {"x": {"y": "y" * 16_000}}})
     assert "result" in final_response(
         await post(server, rpc("tools/list", {"_meta": under}, 8), headers("tools/list")), 8
     )
-    grown = modern_meta(
+    grown = sessionless_meta(
         capabilities={"experimental": {"n": {"v": [1e15] * 1000}}}
     )  # 4 KB sent, 19 KB measured
     assert grown["io.modelcontextprotocol/clientCapabilities"]["experimental"]["n"]["v"][0] == 1e15

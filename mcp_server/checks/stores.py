@@ -1,0 +1,63 @@
+"""Checks of the ledger and the event store: ``mcp_server.E011``/``W006`` (``LEDGER_BACKEND``),
+``E020``/``E021`` (``EVENT_STORE_BACKEND`` and the stream settings)."""
+
+from __future__ import annotations
+
+from django.core.checks import CheckMessage, Error, Warning
+from django.utils.module_loading import import_string
+
+from ..conf import MCPSettings
+from .base import mcp_check, seconds
+
+__all__ = ["check_event_store", "check_ledger_backend"]
+
+
+@mcp_check
+def check_ledger_backend(conf: MCPSettings) -> list[CheckMessage]:
+    """E011: ``LEDGER_BACKEND`` cannot be built; W006: as configured, it cannot keep its promises."""
+    from ..ledger import get_ledger
+
+    try:
+        ledger = get_ledger()
+    except Exception as exc:
+        path = conf.LEDGER_BACKEND
+        return [Error(f"MCP_SERVER['LEDGER_BACKEND'] {path!r} cannot be used: {exc}", id="mcp_server.E011")]
+    return [
+        Warning(
+            f"The ledger backend cannot keep its promises: {reason}.",
+            hint="Use the database ledger, or the cache ledger on a shared cache such as Redis.",
+            id="mcp_server.W006",
+        )
+        for reason in ledger.check()
+    ]
+
+
+@mcp_check
+def check_event_store(conf: MCPSettings) -> list[CheckMessage]:
+    """E020: ``EVENT_STORE_BACKEND`` cannot be imported; E021: a stream setting is out of range."""
+    messages: list[CheckMessage] = []
+    try:
+        if not isinstance(conf.EVENT_STORE_BACKEND, str):
+            raise ImportError("not an import path")
+        import_string(conf.EVENT_STORE_BACKEND)
+    except ImportError as exc:
+        messages.append(
+            Error(
+                f"MCP_SERVER['EVENT_STORE_BACKEND'] {conf.EVENT_STORE_BACKEND!r} cannot be imported: {exc}",
+                hint="Use mcp_server.ledger.events.DatabaseEventStore or CacheEventStore.",
+                id="mcp_server.E020",
+            )
+        )
+    problems = []
+    if seconds(conf.EVENT_RETENTION) is None:
+        problems.append("EVENT_RETENTION must be a positive number of seconds")
+    limit = conf.MAX_STREAM_EVENTS
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        problems.append("MAX_STREAM_EVENTS must be an integer >= 1")
+    retry = conf.SSE_RETRY_MS
+    if retry is not None and (isinstance(retry, bool) or not isinstance(retry, int) or retry < 0):
+        problems.append("SSE_RETRY_MS must be None or an integer >= 0 (milliseconds)")
+    if conf.SSE_POLL_AFTER is not None and seconds(conf.SSE_POLL_AFTER) is None:
+        problems.append("SSE_POLL_AFTER must be None or a positive number of seconds")
+    messages += [Error(f"MCP_SERVER: {p}.", id="mcp_server.E021") for p in problems]
+    return messages
