@@ -6,14 +6,9 @@ unchanged.
 
 from __future__ import annotations
 
-import warnings
-
+from mcp_server.core.moved import warn_moved
 from mcp_server.expose.forms import expose_form, form_errors_message
 
 __all__ = ["expose_form", "form_errors_message"]
 
-warnings.warn(
-    "mcp_server.forms_as_tools is deprecated: import from mcp_server.expose.forms",
-    DeprecationWarning,
-    stacklevel=2,
-)
+warn_moved("mcp_server.forms_as_tools", "mcp_server.expose.forms")

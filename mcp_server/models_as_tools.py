@@ -6,14 +6,9 @@ unchanged.
 
 from __future__ import annotations
 
-import warnings
-
+from mcp_server.core.moved import warn_moved
 from mcp_server.expose.models import DEFAULT_PERMISSION, expose_model
 
 __all__ = ["DEFAULT_PERMISSION", "expose_model"]
 
-warnings.warn(
-    "mcp_server.models_as_tools is deprecated: import from mcp_server.expose.models",
-    DeprecationWarning,
-    stacklevel=2,
-)
+warn_moved("mcp_server.models_as_tools", "mcp_server.expose.models")

@@ -5,8 +5,7 @@ This module only re-exports it, and warns when imported.
 
 from __future__ import annotations
 
-import warnings
-
+from mcp_server.core.moved import warn_moved
 from mcp_server.expose.writes import (
     WRITE_OPERATIONS,
     RelatedSource,
@@ -25,8 +24,4 @@ __all__ = [
     "related_sources",
 ]
 
-warnings.warn(
-    "mcp_server.models_as_writes is deprecated: import from mcp_server.expose.writes",
-    DeprecationWarning,
-    stacklevel=2,
-)
+warn_moved("mcp_server.models_as_writes", "mcp_server.expose.writes")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
-
 from .checks import (
     SQLITE_OPTIONS,
     check_asgi_routing,
@@ -11,6 +9,7 @@ from .checks import (
     check_sqlite_options,
     routed_servers,
 )
+from .core.moved import warn_moved
 
 __all__ = [
     "SQLITE_OPTIONS",
@@ -20,6 +19,4 @@ __all__ = [
     "routed_servers",
 ]
 
-warnings.warn(
-    "mcp_server.site_checks is deprecated; import from mcp_server.checks.", DeprecationWarning, stacklevel=2
-)
+warn_moved("mcp_server.site_checks", "mcp_server.checks")

@@ -6,14 +6,9 @@ unchanged.
 
 from __future__ import annotations
 
-import warnings
-
+from mcp_server.core.moved import warn_moved
 from mcp_server.expose.viewsets import DEFAULT_ANNOTATIONS, expose_viewset
 
 __all__ = ["DEFAULT_ANNOTATIONS", "expose_viewset"]
 
-warnings.warn(
-    "mcp_server.viewsets is deprecated: import from mcp_server.expose.viewsets",
-    DeprecationWarning,
-    stacklevel=2,
-)
+warn_moved("mcp_server.viewsets", "mcp_server.expose.viewsets")

@@ -5,8 +5,7 @@ This module only re-exports it, and warns when imported.
 
 from __future__ import annotations
 
-import warnings
-
+from mcp_server.core.moved import warn_moved
 from mcp_server.expose.viewsets.schema import (
     ToolSchema,
     input_schema,
@@ -25,8 +24,4 @@ __all__ = [
     "to_json_schema",
 ]
 
-warnings.warn(
-    "mcp_server.viewsets.schema is deprecated: import from mcp_server.expose.viewsets.schema",
-    DeprecationWarning,
-    stacklevel=2,
-)
+warn_moved("mcp_server.viewsets.schema", "mcp_server.expose.viewsets.schema")
