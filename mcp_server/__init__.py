@@ -11,7 +11,9 @@ Register handlers in any installed app's ``mcp.py``::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .core.moved import lazy_exports
 
 __all__ = [
     "Audio",
@@ -68,11 +70,5 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import the public names on first use, so that ``INSTALLED_APPS`` can load this package early."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'mcp_server' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports("mcp_server", _LAZY)
+"""Imports the public names on first use, so that ``INSTALLED_APPS`` can load this package early."""

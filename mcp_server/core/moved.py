@@ -1,13 +1,30 @@
-"""The warning of a module that moved: its old path still imports, re-exporting the new one's names."""
+"""Names a package exports from other modules: imported on first use (:func:`lazy_exports`), or kept at an
+old path that warns (:func:`warn_moved`). Imports nothing of the project."""
 
 from __future__ import annotations
 
+import importlib
 import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
 
-__all__ = ["warn_moved"]
+__all__ = ["lazy_exports", "warn_moved"]
 
 
 def warn_moved(old: str, new: str) -> None:
     """Warn, from the old module's top level, that ``old`` is deprecated and ``new`` is where to import from
     (``stacklevel`` points at the import of the old module)."""
     warnings.warn(f"{old} is deprecated: import from {new}", DeprecationWarning, stacklevel=3)
+
+
+def lazy_exports(package: str, modules: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for ``package``: each name in ``modules`` is imported from the module it maps
+    to on first use (so the package imports nothing heavy itself); any other name is an ``AttributeError``."""
+
+    def __getattr__(name: str) -> Any:
+        module = modules.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(module), name)
+
+    return __getattr__

@@ -12,7 +12,9 @@ The names are imported on first use, so that importing ``mcp_server.expose.model
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..core.moved import lazy_exports
 
 __all__ = ["expose_form", "expose_model", "expose_viewset"]
 
@@ -28,10 +30,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'mcp_server.expose' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports("mcp_server.expose", _LAZY)
