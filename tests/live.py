@@ -315,16 +315,21 @@ def postgres_template(key: MigrationSet) -> str:
             name = f"mcp_template_{secrets.token_hex(4)}"
             with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as admin:
                 admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-            _postgres_templates[key] = name  # dropped at the end even if the migration fails
-            migrate(key, f"{POSTGRES_URL}/{name}")
-            with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as admin:
-                # No connection from now on: CREATE DATABASE ... TEMPLATE needs none open to the template.
-                admin.execute(
-                    sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(sql.Identifier(name))
-                )
-                admin.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,)
-                )
+            try:
+                migrate(key, f"{POSTGRES_URL}/{name}")
+                with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as admin:
+                    # No connection from now on: CREATE DATABASE ... TEMPLATE needs none open to it.
+                    allow = sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false")
+                    admin.execute(allow.format(sql.Identifier(name)))
+                    admin.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,)
+                    )
+            except BaseException:
+                with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as admin:
+                    drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+                    admin.execute(drop.format(sql.Identifier(name)))
+                raise
+            _postgres_templates[key] = name
         return _postgres_templates[key]
 
 
