@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -297,6 +298,7 @@ def session_template(key: MigrationSet) -> Path:
         if key not in _sqlite_templates:
             if _templates_dir is None:
                 _templates_dir = Path(tempfile.mkdtemp(prefix="mcp-test-templates-"))
+                atexit.register(shutil.rmtree, _templates_dir, True)  # outside pytest too
             template = _templates_dir / f"{len(_sqlite_templates)}.sqlite3"
             migrate(key, f"sqlite:///{template}")
             _sqlite_templates[key] = template
