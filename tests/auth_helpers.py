@@ -14,21 +14,19 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.live import ROOT, LiveServer
+from tests.live import ROOT, LiveServer, run_shell
 
 
 def make_fixtures(server: LiveServer) -> dict[str, Any]:
     """Users alice, bob (lender, catalogue viewer), sam (staff), gone (inactive), carol (adds and changes
     books), their tokens and cookies."""
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.authapp.fixtures"],
-        cwd=ROOT,
-        env=server.env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return dict(json.loads(done.stdout))
+    made = shell(server, "import json; from tests.authapp.fixtures import make; print(json.dumps(make()))")
+    return dict(json.loads(made.strip().splitlines()[-1]))  # after the shell's line on its auto-imports
+
+
+def shell(server: LiveServer, code: str) -> str:
+    """``manage.py shell -c code`` against the server's database (``tests.live.run_shell``): its stdout."""
+    return run_shell(server.env, code).stdout
 
 
 def manage(server: LiveServer, *args: str) -> str:

@@ -8,7 +8,16 @@ from typing import Any
 
 import pytest
 
-from tests.live import LiveServer, start_server
+from tests.live import SHELLS, LiveServer, drop_templates, start_server
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_helpers() -> Iterator[None]:
+    """End the session's ``manage.py shell`` runners (``tests.live.run_shell``), drop its migrated templates
+    (``tests.live.migrated_template``, ``postgres_database``)."""
+    yield
+    SHELLS.close()
+    drop_templates()
 
 
 @pytest.fixture(scope="session")

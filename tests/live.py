@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import os
 import secrets
+import select
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,14 +116,243 @@ def manage_py_check(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
 
 
-def migrated_template(directory: Path) -> Path:
-    """A migrated SQLite file, made once and copied for each server."""
-    template = directory / "template.sqlite3"
-    if not template.exists():
-        subprocess.run(
-            [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=base_env(template), check=True
+# -- manage.py shell -c, without paying the start-up each time --------------------------------------------
+
+
+class ShellRunner:
+    """A ``python -m tests.shell_runner`` for one environment: runs ``manage.py shell -c`` snippets, one at a
+    time, each in a fresh fork of a process that has set Django up (``tests/shell_runner.py``)."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.lock = threading.Lock()
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (the runner's own stderr: why it died, if it did)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.shell_runner"],
+            cwd=ROOT,
+            env=dict(env),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            start_new_session=True,  # its process group: a timeout kills the snippet's fork too
         )
-    return template
+
+    def run(self, code: str, timeout: float) -> subprocess.CompletedProcess[str]:
+        from tests.shell_runner import HEADER
+
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
+        payload = code.encode()
+        with self.lock:
+            try:
+                self.process.stdin.write(HEADER.pack(len(payload)) + payload)
+                self.process.stdin.flush()
+            except BrokenPipeError:
+                raise RuntimeError(f"the shell runner died:\n{self.stderr()}") from None
+            reply = self.read(HEADER.size, timeout, code)
+            (length,) = HEADER.unpack(reply)
+            done = json.loads(self.read(length, timeout, code))
+        args = ["manage.py", "shell", "-c", code]
+        return subprocess.CompletedProcess(args, done["returncode"], done["stdout"], done["stderr"])
+
+    def read(self, size: int, timeout: float, code: str) -> bytes:
+        """Exactly ``size`` bytes of the reply, within ``timeout`` seconds (else the runner is killed)."""
+        assert self.process.stdout is not None
+        fd = self.process.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        data = b""
+        while len(data) < size:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                self.close()
+                raise subprocess.TimeoutExpired(["manage.py", "shell", "-c", code], timeout)
+            chunk = os.read(fd, size - len(data))
+            if not chunk:
+                self.process.wait()
+                raise RuntimeError(f"the shell runner died ({self.process.returncode}):\n{self.stderr()}")
+            data += chunk
+        return data
+
+    def stderr(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def close(self) -> None:
+        """End the runner (and a snippet still running: the whole process group)."""
+        if self.process.poll() is None:
+            if self.process.stdin is not None:
+                with contextlib.suppress(BrokenPipeError):
+                    self.process.stdin.close()  # end of input: the runner returns
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, 9)
+                self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        self.log.close()
+
+
+class ShellPool:
+    """The runners of the session, one per distinct environment; the least recently used are ended beyond
+    :attr:`size` (an environment of a test's own, such as its own database file, needs its runner no more
+    after the test)."""
+
+    size = 4
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.runners: OrderedDict[tuple[tuple[str, str], ...], ShellRunner] = OrderedDict()
+
+    def runner(self, env: Mapping[str, str]) -> ShellRunner:
+        key = tuple(sorted(env.items()))
+        ended: list[ShellRunner] = []
+        with self.lock:
+            runner = self.runners.pop(key, None)
+            if runner is None or not runner.alive():
+                if runner is not None:
+                    ended.append(runner)
+                runner = ShellRunner(env)
+            self.runners[key] = runner
+            while len(self.runners) > self.size:
+                ended.append(self.runners.popitem(last=False)[1])
+        for old in ended:
+            old.close()
+        return runner
+
+    def close(self) -> None:
+        with self.lock:
+            runners = list(self.runners.values())
+            self.runners.clear()
+        for runner in runners:
+            runner.close()
+
+
+SHELLS = ShellPool()
+"""Closed at the end of the session (``tests/conftest.py``)."""
+
+
+def run_shell(
+    env: Mapping[str, str], code: str, *, check: bool = True, timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """``manage.py shell -c code`` with ``env``, as ``subprocess.run(..., capture_output=True, text=True)``
+    would return it, without a process start-up each time: the snippet runs in a fresh fork of a runner kept
+    for ``env`` (:class:`ShellRunner`), its output captured, its database connections closed afterwards.
+
+    With ``check`` (the default) a snippet that fails (an exception: exit code 1 and its traceback) fails the
+    call with its stderr.
+    """
+    done = SHELLS.runner(env).run(code, timeout)
+    if check:
+        assert done.returncode == 0, f"manage.py shell -c failed ({done.returncode}):\n{done.stderr}"
+    return done
+
+
+MIGRATION_SET = ("DJANGO_SETTINGS_MODULE", "MCP_DEMO_OAUTH")
+"""What of a server's environment decides its migrations, so its database: the settings module and the demo's
+authorization server (which adds DOT's apps). The rest (``MCP_TEST_OVERRIDES``: ``MCP_SERVER``; the stores'
+URLs; ``MCP_TEST_SQLITE_OPTIONS``) leaves ``INSTALLED_APPS`` and so the migrations as they are."""
+
+_templates_lock = threading.Lock()
+MigrationSet = tuple[tuple[str, str | None], ...]
+_sqlite_templates: dict[MigrationSet, Path] = {}
+_postgres_templates: dict[MigrationSet, str] = {}
+_templates_dir: Path | None = None
+
+
+def migration_set(**env: str) -> MigrationSet:
+    """What of :data:`MIGRATION_SET` a server started with ``env`` has (``None``: unset)."""
+    full = base_env(Path(os.devnull), **env)
+    return tuple((name, full.get(name)) for name in MIGRATION_SET)
+
+
+def migrate(key: MigrationSet, database_url: str) -> None:
+    """``manage.py migrate -v0`` of the database at ``database_url`` for migration set ``key``."""
+    env = base_env(Path(os.devnull), DATABASE_URL=database_url)
+    for name, value in key:
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+
+
+def migrated_template(directory: Path, **env: str) -> Path:
+    """A migrated SQLite file in ``directory`` for servers with ``env`` (only :data:`MIGRATION_SET` matters),
+    for them to copy: a copy of this pytest process's template of that migration set, migrated once."""
+    key = migration_set(**env)
+    copy = directory / f"template-{'-'.join(str(v) for _, v in key).replace('.', '_')}.sqlite3"
+    if not copy.exists():
+        partial = directory / f".{copy.name}.{secrets.token_hex(4)}"
+        shutil.copy(session_template(key), partial)
+        os.replace(partial, copy)  # whole, even with servers started in parallel in ``directory``
+    return copy
+
+
+def session_template(key: MigrationSet) -> Path:
+    """This pytest process's migrated SQLite file of migration set ``key`` (made at the first call)."""
+    global _templates_dir
+    with _templates_lock:
+        if key not in _sqlite_templates:
+            if _templates_dir is None:
+                _templates_dir = Path(tempfile.mkdtemp(prefix="mcp-test-templates-"))
+                atexit.register(shutil.rmtree, _templates_dir, True)  # outside pytest too
+            template = _templates_dir / f"{len(_sqlite_templates)}.sqlite3"
+            migrate(key, f"sqlite:///{template}")
+            _sqlite_templates[key] = template
+        return _sqlite_templates[key]
+
+
+def postgres_template(key: MigrationSet) -> str:
+    """This pytest process's migrated PostgreSQL database of migration set ``key``, which nobody may connect
+    to: the template of :func:`postgres_database` (made at the first call, dropped by
+    :func:`drop_templates`)."""
+    import psycopg
+    from psycopg import sql
+
+    with _templates_lock:
+        if key not in _postgres_templates:
+            name = f"mcp_template_{secrets.token_hex(4)}"
+            with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as admin:
+                admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            try:
+                migrate(key, f"{POSTGRES_URL}/{name}")
+                with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as admin:
+                    # No connection from now on: CREATE DATABASE ... TEMPLATE needs none open to it.
+                    allow = sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false")
+                    admin.execute(allow.format(sql.Identifier(name)))
+                    admin.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,)
+                    )
+            except BaseException:
+                with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as admin:
+                    drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+                    admin.execute(drop.format(sql.Identifier(name)))
+                raise
+            _postgres_templates[key] = name
+        return _postgres_templates[key]
+
+
+def drop_templates() -> None:
+    """Remove this pytest process's templates (at the end of the session, ``tests/conftest.py``)."""
+    global _templates_dir
+    with _templates_lock:
+        if _postgres_templates:
+            import psycopg
+            from psycopg import sql
+
+            with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as admin:
+                for name in _postgres_templates.values():
+                    admin.execute(
+                        sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+                    )
+            _postgres_templates.clear()
+        if _templates_dir is not None:
+            shutil.rmtree(_templates_dir, ignore_errors=True)
+            _templates_dir = None
+            _sqlite_templates.clear()
 
 
 def start_server(
@@ -127,7 +362,7 @@ def start_server(
     directory.mkdir(parents=True, exist_ok=True)
     database = directory / f"{name}.sqlite3"
     if "DATABASE_URL" not in env:
-        shutil.copy(migrated_template(directory), database)
+        shutil.copy(migrated_template(directory, **env), database)
     full_env = base_env(database, overrides, **env)
     port = free_port()
     log_path = directory / f"{name}-{port}.log"
@@ -186,12 +421,12 @@ def require_services() -> None:
 
 
 @contextmanager
-def shared_site() -> Iterator[dict[str, str]]:
+def shared_site(**env: str) -> Iterator[dict[str, str]]:
     """The environment of workers of one site on a fresh PostgreSQL database and a Redis namespace of its
     own (sessions and ledger in PostgreSQL; channel layer and cache on Redis). Skips (under CI: fails)
-    without them."""
+    without them. ``env``: the workers' (the database is migrated for it, :data:`MIGRATION_SET`)."""
     require_services()
-    with postgres_database() as database, redis_namespace() as prefix:
+    with postgres_database(**env) as database, redis_namespace() as prefix:
         yield {"DATABASE_URL": database, "REDIS_URL": REDIS_URL, "MCP_TEST_REDIS_PREFIX": prefix}
 
 
@@ -212,18 +447,20 @@ def two_workers(directory: Path) -> Iterator[tuple[LiveServer, LiveServer, str]]
 
 
 @contextmanager
-def postgres_database() -> Iterator[str]:
-    """A fresh, migrated database ``mcp_test_<random>``, dropped afterwards; yields its URL."""
+def postgres_database(**env: str) -> Iterator[str]:
+    """A fresh database ``mcp_test_<random>`` migrated for servers with ``env`` (:data:`MIGRATION_SET`), a
+    copy of this pytest process's template (:func:`postgres_template`), dropped afterwards; yields its URL."""
     import psycopg
     from psycopg import sql
 
+    template = postgres_template(migration_set(**env))
     name = f"mcp_test_{secrets.token_hex(4)}"
     with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        admin.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(template))
+        )
     url = f"{POSTGRES_URL}/{name}"
     try:
-        env = base_env(Path(os.devnull), DATABASE_URL=url)
-        subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
         yield url
     finally:
         with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as admin:

@@ -24,7 +24,7 @@ from playwright.sync_api import Page, expect, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from mcp_server.wire.errors import REQUEST_ABORTED
-from tests.admin_helpers import PASSWORD, admin_log, create_superuser, manage, pending_rows
+from tests.admin_helpers import PASSWORD, admin_log, create_superuser, pending_rows, shell
 from tests.live import ROOT, LiveServer
 from tests.raw import open_session, rpc
 
@@ -87,7 +87,7 @@ def chromium() -> str:
 def server(start: Callable[..., LiveServer]) -> LiveServer:
     live = start({"RESPONSE_MODE": "sse"})
     create_superuser(live)
-    seeded = manage(live, "shell", "-c", SEED_HISTORY)
+    seeded = shell(live, SEED_HISTORY)
     assert seeded.returncode == 0, seeded.stderr
     return live
 
@@ -253,7 +253,7 @@ def sign_in(page: Page, server: LiveServer, next_path: str) -> None:
 def test_the_request_list_fits_a_1400_pixel_window(server: LiveServer, page: Page) -> None:
     """Issue 15: at 1400 px the request list's last columns ran off the page. With real rows (pending calls
     with their sessions, users and workers, settled history) every column is on screen, with no scrolling."""
-    seeded = manage(server, "shell", "-c", LONG_VALUES)
+    seeded = shell(server, LONG_VALUES)
     assert seeded.returncode == 0, seeded.stderr
     end_background, background = background_requests(server)
     try:

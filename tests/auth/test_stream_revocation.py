@@ -25,7 +25,7 @@ from django.utils import timezone
 from mcp_server.auth.models import AccessToken
 from mcp_server.protocol.credentials import CredentialWatches, same_credential
 from tests.admin_helpers import admin_client, create_superuser, run_action
-from tests.auth_helpers import bearer, http_client, make_fixtures, manage
+from tests.auth_helpers import bearer, http_client, make_fixtures, manage, shell
 from tests.live import LiveServer, shared_site, start_server
 from tests.raw import open_session, sse_events
 from tests.transports.test_listen import Stream, listening, notify
@@ -66,7 +66,7 @@ user.save()
 
 def new_credential(server: LiveServer, username: str) -> tuple[str, int]:
     """A user of that name (made if need be) and a new token of theirs: ``(plain token, token id)``."""
-    out = manage(server, "shell", "-c", NEW_CREDENTIAL.format(username=username))
+    out = shell(server, NEW_CREDENTIAL.format(username=username))
     plain, pk = json.loads(out.strip().splitlines()[-1])
     return str(plain), int(pk)
 
@@ -153,9 +153,7 @@ async def test_an_expired_token_or_a_deactivated_user_ends_the_streams_at_the_ne
     username = f"quiet-{change.replace(' ', '-')}"
     token, pk = new_credential(periodic, username)
     async with open_streams(periodic, token) as (get, listen):
-        manage(
-            periodic, "shell", "-c", QUIET_PRELUDE + QUIET_CHANGES[change].format(pk=pk, username=username)
-        )
+        shell(periodic, QUIET_PRELUDE + QUIET_CHANGES[change].format(pk=pk, username=username))
         await assert_both_end(get, listen)
 
 
@@ -165,7 +163,7 @@ async def test_a_deactivated_cookie_user_s_streams_end_at_the_next_check(
     """The session cookie is read again at each check (not the user the stream opened with)."""
     async with open_streams(periodic, cookie=cookies["sam"]) as (get, listen):
         quiet = QUIET_CHANGES["user deactivated"].format(username="sam")
-        manage(periodic, "shell", "-c", QUIET_PRELUDE + quiet)
+        shell(periodic, QUIET_PRELUDE + quiet)
         await assert_both_end(get, listen)
 
 
@@ -289,5 +287,5 @@ async def test_a_deactivated_user_s_streams_end_at_once(workers: tuple[LiveServe
     a, _b = workers
     token, _pk = new_credential(a, "deactivated-at-once")
     async with open_streams(a, token) as (get, listen):
-        manage(a, "shell", "-c", DEACTIVATE.format(username="deactivated-at-once"))
+        shell(a, DEACTIVATE.format(username="deactivated-at-once"))
         await assert_both_end(get, listen)

@@ -1,6 +1,7 @@
 """Users, tokens and sessions for the authentication tests, made in a live server's database.
 
-Run in a subprocess with the server's environment: ``python -m tests.authapp.fixtures`` prints JSON.
+Run with the server's environment: by ``tests.auth_helpers.make_fixtures`` (in the server's ``manage.py
+shell``), or ``python -m tests.authapp.fixtures``; prints JSON.
 """
 
 from __future__ import annotations

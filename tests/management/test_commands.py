@@ -23,6 +23,7 @@ from tests.live import (
     postgres_database,
     redis_namespace,
     require_services,
+    run_shell,
 )
 
 LEDGERS = {
@@ -39,10 +40,9 @@ def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def shell(env: dict[str, str], code: str) -> Any:
-    """Run ``code`` with ``manage.py shell -c``; returns the JSON it prints last."""
-    done = manage(env, "shell", "-c", code)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """Run ``code`` as ``manage.py shell -c`` does (``tests.live.run_shell``); returns the JSON it prints
+    last."""
+    return json.loads(run_shell(env, code).stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ import hashlib
 import html
 import re
 import secrets
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
-from tests.live import ROOT, LiveServer, base_env, start_server
+from tests.live import ROOT, LiveServer, run_shell, start_server
 
 ON = {"MCP_DEMO_OAUTH": "1"}
 """The environment that turns the demo's authorization server on (project/settings.py)."""
@@ -27,12 +26,6 @@ PASSWORD = "pw-for-oauth-tests"
 
 def start_oauth_server(directory: Path, overrides: dict[str, Any] | None = None, **env: str) -> LiveServer:
     """A live test site with the authorization server on, and users ``alice`` (active) and ``gone``."""
-    directory.mkdir(parents=True, exist_ok=True)
-    template = directory / "template.sqlite3"
-    if not template.exists():
-        making = base_env(directory / "making.sqlite3", **ON)
-        subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=making, check=True)
-        shutil.move(directory / "making.sqlite3", template)
     server = start_server(directory, overrides, name=f"oauth{secrets.token_hex(2)}", **{**ON, **env})
     make_user(server, "alice")
     return server
@@ -45,7 +38,12 @@ def make_user(server: LiveServer, name: str, **fields: Any) -> None:
         f"u, _ = g().objects.get_or_create(username={name!r});"
         f"u.set_password({PASSWORD!r});" + "".join(f"u.{k} = {v!r};" for k, v in fields.items()) + "u.save()"
     )
-    manage(server, "shell", "-c", code)
+    shell(server, code)
+
+
+def shell(server: LiveServer, code: str) -> str:
+    """``manage.py shell -c code`` against the server's database (``tests.live.run_shell``): its stdout."""
+    return run_shell(server.env, code).stdout
 
 
 def manage(server: LiveServer, *args: str) -> str:

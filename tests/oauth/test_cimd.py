@@ -23,7 +23,7 @@ from mcp.shared.auth import OAuthClientMetadata
 
 from tests.live import LiveServer
 from tests.oauth.cimd_server import DocumentServer
-from tests.oauth.helpers import Browser, manage, redirect_params, start_oauth_server
+from tests.oauth.helpers import Browser, redirect_params, shell, start_oauth_server
 from tests.oauth.raw_oauth import REDIRECT, authorize_url
 from tests.oauth.signin import MemoryStorage
 
@@ -119,10 +119,8 @@ async def test_the_official_client_signs_in_with_a_client_id_metadata_document(
         assert len(authorize_urls) == 1
         assert httpx.URL(authorize_urls[0]).params["client_id"] == url
         assert documents.fetches["/clients/official.json"] == 1
-        source = manage(
+        source = shell(
             site,
-            "shell",
-            "-c",
             f"from oauth2_provider.models import Application as A; print(A.objects.get(client_id={url!r})"
             ".registration_source)",
         )
@@ -239,10 +237,8 @@ async def test_a_dripping_document_is_refused_at_the_fetch_deadline(
 async def test_the_consent_page_names_where_each_identity_comes_from(
     site: LiveServer, http: httpx.AsyncClient, browser: Browser
 ) -> None:
-    manage(
+    shell(
         site,
-        "shell",
-        "-c",
         "from oauth2_provider.models import Application as A;"
         "A.objects.get_or_create(client_id='admin-made', defaults=dict(name='Admin Made App',"
         " client_type='public', authorization_grant_type='authorization-code',"

@@ -25,7 +25,7 @@ from mcp_types import Implementation
 
 from mcp_server.oauth.scopes import describe
 from tests.live import LiveServer
-from tests.oauth.helpers import Browser, make_user, manage, start_oauth_server
+from tests.oauth.helpers import Browser, make_user, manage, shell, start_oauth_server
 from tests.oauth.signin import SignIn
 from tests.raw import initialize
 
@@ -63,10 +63,6 @@ def csrf(page: str) -> str:
     found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
     assert found
     return found.group(1)
-
-
-def shell(site: LiveServer, code: str) -> str:
-    return manage(site, "shell", "-c", code)
 
 
 async def wait_for(check: Any, what: str, seconds: float = 30.0) -> Any:

@@ -143,7 +143,7 @@ async def test_mcp_tokens_keep_working_beside_oauth(site: LiveServer) -> None:
 async def test_unused_registrations_are_pruned_and_used_ones_kept(
     site: LiveServer, signed_in: SignIn
 ) -> None:
-    from tests.oauth.helpers import manage
+    from tests.oauth.helpers import manage, shell
 
     info = signed_in.storage.client_info
     assert info is not None
@@ -155,10 +155,8 @@ async def test_unused_registrations_are_pruned_and_used_ones_kept(
     assert unused.status_code == 201
     assert "Would delete 0" in manage(site, "mcp_oauth_prune", "--dry-run")  # younger than a day
     assert "Deleted" in manage(site, "mcp_oauth_prune", "--hours", "0")
-    kept = manage(
+    kept = shell(
         site,
-        "shell",
-        "-c",
         "from oauth2_provider.models import Application as A;"
         "print(sorted(A.objects.values_list('client_id', flat=True)))",
     )

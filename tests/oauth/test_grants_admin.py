@@ -16,7 +16,8 @@ import httpx
 import pytest
 
 from tests.live import LiveServer
-from tests.oauth.helpers import PASSWORD, make_user, manage, start_oauth_server
+from tests.oauth.helpers import PASSWORD, make_user, start_oauth_server
+from tests.oauth.helpers import shell as site_shell
 
 ADMIN = "/admin/oauth2_provider"
 ENDPOINT = "http://127.0.0.1/mcp"
@@ -66,7 +67,7 @@ def state(c):
 
 def shell(site: LiveServer, code: str) -> Any:
     """Run ``code`` in the site's shell; the JSON it printed last."""
-    return json.loads(manage(site, "shell", "-c", code).strip().splitlines()[-1])
+    return json.loads(site_shell(site, code).strip().splitlines()[-1])
 
 
 def connections(site: LiveServer, *specs: str) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from tests.live import LiveServer
-from tests.oauth.helpers import Browser, manage, start_oauth_server
+from tests.oauth.helpers import Browser, shell, start_oauth_server
 from tests.oauth.raw_oauth import REDIRECT, client_id, exchange, get_code, register
 from tests.raw import initialize
 
@@ -62,10 +62,8 @@ async def test_tokens_are_stored_hashed_and_never_taken_from_the_query(
     cid = await client_id(http)
     code, verifier = await get_code(site, browser, cid)
     token = (await exchange(http, site, cid, code, verifier)).json()
-    stored = manage(
+    stored = shell(
         site,
-        "shell",
-        "-c",
         "from oauth2_provider.models import AccessToken, RefreshToken;"
         "print(list(AccessToken.objects.values_list('token', flat=True)) +"
         " list(RefreshToken.objects.values_list('token', flat=True)))",
@@ -79,10 +77,8 @@ async def test_tokens_are_stored_hashed_and_never_taken_from_the_query(
 
 
 async def test_a_token_without_audience_is_refused(site: LiveServer, http: httpx.AsyncClient) -> None:
-    plain = manage(
+    plain = shell(
         site,
-        "shell",
-        "-c",
         "import secrets; from datetime import timedelta; from django.utils import timezone;"
         "from django.contrib.auth import get_user_model;"
         "from oauth2_provider.models import AccessToken, get_application_model, set_token_value;"
@@ -168,10 +164,8 @@ async def test_a_deleted_users_token_stops(
     assert (
         await initialize(http, site.url, Authorization=f"Bearer {token['access_token']}")
     ).status_code == 200
-    manage(
+    shell(
         site,
-        "shell",
-        "-c",
         "from django.contrib.auth import get_user_model as g; g().objects.filter(username='temp').delete()",
     )
     refused = await initialize(http, site.url, Authorization=f"Bearer {token['access_token']}")

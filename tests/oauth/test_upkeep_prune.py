@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.live import ROOT, base_env, start_server
-from tests.oauth.helpers import ON, manage
+from tests.live import base_env, migrated_template, run_shell, start_server
+from tests.oauth.helpers import ON, shell
 
 SETUP = """
 from datetime import timedelta
@@ -36,19 +34,11 @@ NAMES = (
 
 
 def test_the_upkeep_prunes_unused_registrations(tmp_path: Path) -> None:
-    template = tmp_path / "template.sqlite3"
-    env = base_env(template, **ON)
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
     database = tmp_path / "site.sqlite3"
-    shutil.copy(template, database)
+    shutil.copy(migrated_template(tmp_path, **ON), database)
     site_env = {**ON, "DATABASE_URL": f"sqlite:///{database}"}
     # The registrations exist before the server starts: its upkeep's first round finds them.
-    subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", SETUP],
-        cwd=ROOT,
-        env=base_env(database, **ON),
-        check=True,
-    )
+    run_shell(base_env(database, **ON), SETUP)
     server = start_server(tmp_path, name="prune", **site_env)
     try:
         with httpx.Client(timeout=30) as http:
@@ -56,10 +46,10 @@ def test_the_upkeep_prunes_unused_registrations(tmp_path: Path) -> None:
                 initialize_sync(http, server.url) == 401
             )  # an MCP request starts the runtime, and its upkeep
         deadline = time.monotonic() + 30
-        names = manage(server, "shell", "-c", NAMES)
+        names = shell(server, NAMES)
         while "old-unused" in names:
             assert time.monotonic() < deadline, f"never pruned: {names}\n{server.log()}"
-            names = manage(server, "shell", "-c", NAMES)
+            names = shell(server, NAMES)
     finally:
         server.stop()
     assert "new-unused" in names  # younger than a day

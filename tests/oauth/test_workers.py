@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import pytest
 import redis
 
-from tests.live import REDIS_URL, ROOT, LiveServer, base_env, shared_site, start_server
+from tests.live import REDIS_URL, LiveServer, shared_site, start_server
 from tests.oauth.helpers import ON, make_user
 from tests.oauth.signin import SignIn
 from tests.raw import initialize
@@ -46,9 +43,7 @@ class Site:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     directory = tmp_path_factory.mktemp("oauth-workers")
-    with shared_site() as env:
-        migrate = base_env(Path("/dev/null"), DATABASE_URL=env["DATABASE_URL"], **ON)  # DOT's tables too
-        subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=migrate, check=True)
+    with shared_site(**ON) as env:  # migrated with DOT's tables too
         settings = {"OAUTH_THROTTLE": {"token": 1000, "register": 1000}}
         a = start_server(directory, settings, name="a", **env, **ON)
         try:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from mcp import MCPError
 
-from tests.auth_helpers import make_fixtures, manage, sdk_client
+from tests.auth_helpers import make_fixtures, sdk_client, shell
 from tests.live import LiveServer
 
 Fixtures = tuple[LiveServer, dict[str, Any]]
@@ -140,10 +140,8 @@ NOT_A_CHOICE = (
 
 async def test_a_model_forms_choices_limit_the_rows_a_key_may_name(site: Fixtures) -> None:
     server, data = site
-    made = manage(
+    made = shell(
         server,
-        "shell",
-        "-c",
         "import json; from project.catalogue.models import Author; "
         "names = ('Shelved One', 'Picky One', 'Other One'); "
         "print(json.dumps({n: Author.objects.get_or_create(name=n)[0].pk for n in names}))",

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from mcp import MCPError
 
-from tests.auth_helpers import make_fixtures, manage, sdk_client
+from tests.auth_helpers import make_fixtures, sdk_client, shell
 from tests.live import LiveServer
 
 Fixtures = tuple[LiveServer, dict[str, Any]]
@@ -153,10 +153,8 @@ async def test_permissions_and_scopes_refuse_writes(site: Fixtures) -> None:
 def writers(site: Fixtures) -> dict[str, int]:
     """The authors "Carol Writer" (carol's own) and "Bob Writer" (bob's own), by name: their keys."""
     server, _data = site
-    made = manage(
+    made = shell(
         server,
-        "shell",
-        "-c",
         "import json; from project.catalogue.models import Author; names = ('Carol Writer', 'Bob Writer'); "
         "print(json.dumps({n: Author.objects.get_or_create(name=n)[0].pk for n in names}))",
     )
