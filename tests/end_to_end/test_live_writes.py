@@ -166,6 +166,7 @@ async def test_sigterm_under_concurrent_writes_ends_the_worker_in_bounded_time(
         MCP_TEST_SQLITE_OPTIONS=json.dumps(README_OPTIONS),
     )
     servers.append(survivor)
+    await open_session(http, survivor.url)  # under Daphne (no ASGI lifespan) a worker's upkeep starts then
 
     async def nothing_pending() -> bool:
         return not [row for row in await asyncio.to_thread(rows, server) if row[1] == "pending"]
