@@ -212,6 +212,16 @@ class _WriteTools:
     alias: str
     names: list[str]
 
+    def saved(self, ctx: Context, row_of: Callable[[], Any], arguments: dict[str, Any]) -> Any:
+        """In one write transaction: the row (``row_of``, new or found), the ``arguments`` assigned, saved
+        and claimed; returns the row as the get tool shows it."""
+        with write_transaction(self.alias):
+            obj = row_of()
+            self.writer.assign(obj, arguments)
+            row = self.writer.save(ctx, obj, arguments)
+            claim_answer(ctx, self.alias)
+            return row
+
     def register(
         self,
         operation: str,
@@ -267,7 +277,7 @@ def register_writes(
 
 def _register_create(tools: _WriteTools) -> None:
     """``<label>_create``: the writable fields as arguments, required as the model requires them."""
-    writer, alias, writable = tools.writer, tools.alias, tools.writer.writable
+    writer, writable = tools.writer, tools.writer.writable
     params = [
         keyword(path, value_type(field))
         if _required(field)
@@ -276,12 +286,7 @@ def _register_create(tools: _WriteTools) -> None:
     ]
 
     def create_sync(ctx: Context, arguments: dict[str, Any]) -> Any:
-        with write_transaction(alias):
-            obj = writer.model()
-            writer.assign(obj, arguments)
-            row = writer.save(ctx, obj, arguments)
-            claim_answer(ctx, alias)
-            return row
+        return tools.saved(ctx, writer.model, arguments)
 
     async def create_row(**arguments: Any) -> Any:
         ctx: Context = arguments.pop("ctx")
@@ -302,7 +307,7 @@ def _register_create(tools: _WriteTools) -> None:
 def _register_update(tools: _WriteTools) -> None:
     """``<label>_update``: the key, then each writable field as an optional argument (only those given are
     set; the key finds the row and is not changed)."""
-    writer, alias, key_name = tools.writer, tools.alias, tools.key_name
+    writer, key_name = tools.writer, tools.key_name
     writable = writer.writable
     params = [
         keyword(path, value_type(field) | None, default=None)
@@ -311,12 +316,7 @@ def _register_update(tools: _WriteTools) -> None:
     ]
 
     def update_sync(ctx: Context, value: Any, arguments: dict[str, Any]) -> Any:
-        with write_transaction(alias):
-            obj = writer.find(ctx, key_name, value)
-            writer.assign(obj, arguments)
-            row = writer.save(ctx, obj, arguments)
-            claim_answer(ctx, alias)
-            return row
+        return tools.saved(ctx, lambda: writer.find(ctx, key_name, value), arguments)
 
     async def update_row(**arguments: Any) -> Any:
         ctx: Context = arguments.pop("ctx")
