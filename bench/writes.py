@@ -33,7 +33,6 @@ import asyncio
 import contextlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +45,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.loadgen import Connection, replies_in  # noqa: E402
 from mcp_server.checks import SQLITE_OPTIONS  # noqa: E402
+from tests.admin_helpers import create_superuser  # noqa: E402
+from tests.auth_helpers import manage  # noqa: E402
 from tests.live import LiveServer, postgres_database, start_server  # noqa: E402
 
 SETUPS = ("sqlite-readme", "sqlite-default", "postgresql")
@@ -156,24 +157,8 @@ async def measured(
 
 def superuser_token(server: LiveServer) -> str:
     """A superuser on the worker's database and a plain ``mcp_token`` for it."""
-    env = {**server.env, "DJANGO_SUPERUSER_PASSWORD": "bench-password"}
-    manage = [sys.executable, "manage.py"]
-    subprocess.run(
-        [*manage, "createsuperuser", "--noinput", "--username", "bench", "--email", "bench@example.com"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-    )
-    done = subprocess.run(
-        [*manage, "mcp_token", "create", "bench", "--name", "bench"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return done.stdout.strip()
+    username = create_superuser(server, "bench")
+    return manage(server, "mcp_token", "create", username, "--name", "bench").strip()
 
 
 async def opened(server: LiveServer, tool: str, bearer: str | None = None) -> Caller:

@@ -255,9 +255,8 @@ class PostExchange:
 
     async def _drain(self, open_count: int) -> None:
         held: list[tuple[bytes, str]] = []
-        if (
-            self.mode == "sse" and not self.sessionless and not self.challenged
-        ):  # (those answer with a status)
+        # A 2026-07-28 request and a scope challenge answer with a status, so they open no stream up front.
+        if self.mode == "sse" and not self.sessionless and not self.challenged:
             await self._start_stream()
         while open_count > 0 or not self.queue.empty():
             got = await self._next()

@@ -17,8 +17,6 @@ Every wait on a response is bounded by the deadline plus a margin (:data:`BOUND`
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +28,9 @@ import httpx
 import psycopg
 import pytest
 
-from tests.live import ROOT, LiveServer, start_server
+from tests.admin_helpers import create_superuser
+from tests.auth_helpers import manage
+from tests.live import LiveServer, start_server
 from tests.raw import LATEST, mcp_headers, messages_of, rpc, sessionless_headers, sessionless_meta, wait_for
 from tests.stores import PostgresServer, RedisServer, throwaway_postgres, throwaway_redis
 
@@ -313,20 +313,10 @@ async def test_a_restarted_postgres(site: Site, http: httpx.AsyncClient) -> None
 
 
 def bearer_for(worker: LiveServer) -> str:
-    """A user and an ``mcp_token`` of theirs on the site's database, made with ``manage.py``."""
-    env = {**worker.env, "DJANGO_SUPERUSER_PASSWORD": "faults-password"}
-    make_user = ["createsuperuser", "--noinput", "--username", "faults", "--email", "faults@example.com"]
-    for args in (make_user, ["mcp_token", "create", "faults", "--name", "faults"]):
-        done = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
+    """A superuser on the site's database and a plain ``mcp_token`` of theirs (``manage.py mcp_token``)."""
+    return manage(
+        worker, "mcp_token", "create", create_superuser(worker, "faults"), "--name", "faults"
+    ).strip()
 
 
 async def test_token_authenticated_requests_recover_after_a_restarted_postgres(
