@@ -29,10 +29,17 @@ def encode_cursor(offset: int) -> str:
     return base64.urlsafe_b64encode(json.dumps({"o": offset}).encode()).decode()
 
 
+MAX_CURSOR_LENGTH = 100
+"""Longer than any cursor :func:`encode_cursor` makes (about 30 characters): a longer one is refused unread,
+so a client's cursor costs no decoding of megabytes, nor a parser's recursion."""
+
+
 def decode_cursor(cursor: Any) -> int:
     """The offset ``cursor`` carries (a non-negative integer), else ``InvalidCursor``."""
+    text = str(cursor)
+    if len(text) > MAX_CURSOR_LENGTH:
+        raise InvalidCursor(text[:MAX_CURSOR_LENGTH])
     try:
-        text = str(cursor)
         offset = json.loads(base64.urlsafe_b64decode((text + "=" * (-len(text) % 4)).encode()))["o"]
     except (binascii.Error, ValueError, TypeError, KeyError) as exc:
         raise InvalidCursor(cursor) from exc

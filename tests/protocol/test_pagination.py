@@ -76,6 +76,8 @@ def test_an_empty_list_is_one_empty_page() -> None:
         pytest.param(cursor_of({"o": -1}), id="negative"),
         pytest.param(cursor_of({"o": len(ITEMS) + 1}), id="past-the-end"),
         pytest.param(12, id="not-a-string"),
+        pytest.param(cursor_of({"o": 1, "pad": "x" * 100}), id="longer-than-any-cursor-given"),
+        pytest.param(base64.urlsafe_b64encode(b"[" * 100_000).decode(), id="deeply-nested"),
     ],
 )
 def test_a_cursor_the_server_did_not_give_is_invalid_params(cursor: Any) -> None:
