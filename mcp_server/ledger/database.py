@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Collection
 from datetime import datetime
 from functools import partial
@@ -235,11 +236,17 @@ class DatabaseLedger(Ledger):
         return using == router.db_for_write(self.model)
 
     def record_answer(self, record: LedgerRecord, using: str, *, insert: bool) -> bool:
-        answered = {"state": State.ANSWERED, "outcome": {"result": True}, "settled_at": timezone.now()}
-        rows = self.model.objects.using(using)
-        if insert:
-            record.pk = rows.create(**(_row_values(record) | answered)).pk
+        answered: dict[str, Any] = {
+            "state": State.ANSWERED,
+            "outcome": {"result": True},
+            "settled_at": timezone.now(),
+        }
+        if insert:  # the row is new, answered: the batch writer's own insert, with the answered columns
+            answered_record = dataclasses.replace(record, **answered)
+            self._insert(connections[using], [answered_record])
+            record.pk = answered_record.pk
             return True
+        rows = self.model.objects.using(using)
         return bool(rows.filter(pk=record.pk, state=State.PENDING).update(**answered))
 
     def _insert(self, connection: Any, records: list[LedgerRecord]) -> None:
