@@ -20,10 +20,18 @@ on SQLite quotes each one's parameters with one more query, inside the write loc
     .venv/bin/python bench/writes.py                         # 1,000 sequential + 200 concurrent, all setups
     .venv/bin/python bench/writes.py --setups sqlite-default --sequential 100 --concurrent 40
     .venv/bin/python bench/writes.py --tool add_author      # the demo's ModelForm tool, as a signed-in user
+    .venv/bin/python bench/writes.py --tool drf_books_restock --setups postgresql
 
-``--tool add_author`` is ``expose_form(mcp, AuthorForm)`` (project/catalogue/mcp.py): the form validates and
-saves the row in ``write_transaction``, claiming the answer last, as model write tools and viewset writes do.
-The bench makes a superuser and an ``mcp_token`` for it on the worker's database first.
+``--tool`` picks the write, each through the path a site would use:
+
+- ``write_author``: a handler's own ``write_transaction`` and ``ctx.claim_answer()`` (tests/testapp/mcp.py);
+- ``add_author``: ``expose_form(mcp, AuthorForm)`` (project/catalogue/mcp.py), a ModelForm tool;
+- ``shelf_create``: ``expose_model(..., writes=True)`` (tests/authapp/mcp.py), a model write tool;
+- ``drf_books_create`` and ``drf_books_restock``: a DRF viewset's ``create`` and a detail ``@action``
+  (tests/drfapp/api.py), each caller restocking a book of its own.
+
+The signed-in ones (all but ``write_author``) run as a superuser with an ``mcp_token``, made on the
+worker's database first; a caller whose write needs a row (an author, a book) makes it before the phase.
 """
 
 from __future__ import annotations
@@ -50,7 +58,8 @@ from tests.auth_helpers import manage  # noqa: E402
 from tests.live import LiveServer, postgres_database, start_server  # noqa: E402
 
 SETUPS = ("sqlite-readme", "sqlite-default", "postgresql")
-SIGNED_IN_TOOLS = ("add_author",)
+WRITE_TOOLS = ("write_author", "add_author", "shelf_create", "drf_books_create", "drf_books_restock")
+SIGNED_IN_TOOLS = WRITE_TOOLS[1:]
 """Tools that need a user with permissions: called with a bearer token of a superuser."""
 LOCK_TROUBLE = ("database is locked", "ledger write failed", "deadlock")
 
@@ -89,16 +98,50 @@ class Caller:
         self.connection = connection
         self.tool = tool
         self.next_id = 0
-        self.prefix = f"{id(self):x}"
+        self.prefix = f"{id(self) % 16**8:x}"
+        self.row: int | None = None
+        """The author (``shelf_create``) or book (``drf_books_restock``) this caller's writes use."""
+
+    async def prepare(self) -> None:
+        """Make the row this caller's writes need, if any (before the phase is timed)."""
+        if self.tool == "shelf_create":
+            self.row = await self._made("write_author", {"name": f"Author {self.prefix}"})
+        elif self.tool == "drf_books_restock":
+            self.row = (await self._made("drf_books_create", self._book("Restocked")))["id"]
+
+    def _book(self, title: str) -> dict[str, Any]:
+        self.next_id += 1
+        isbn = f"{self.prefix}-{self.next_id}"
+        return {"title": title, "author": {"name": "Bench"}, "year": 2001, "isbn": isbn}
+
+    def arguments(self, name: str) -> dict[str, Any]:
+        """The next call's arguments: unique where the write refuses a duplicate (names, ISBNs)."""
+        unique = f"{self.prefix}-{self.next_id}"
+        if self.tool == "add_author":
+            return {"name": f"{name} {unique}"}
+        if self.tool == "shelf_create":
+            return {"title": name, "author": self.row, "year": 2001, "isbn": unique}
+        if self.tool == "drf_books_create":
+            return self._book(name)
+        if self.tool == "drf_books_restock":
+            return {"pk": self.row, "copies": 1}
+        return {"name": name} if self.tool == "write_author" else {"text": name}
+
+    async def _made(self, tool: str, arguments: dict[str, Any]) -> Any:
+        self.next_id += 1
+        message = {"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call"}
+        _status, headers, body = await self.connection.post(
+            {**message, "params": {"name": tool, "arguments": arguments}}
+        )
+        (reply,) = [m for m in replies_in(headers, body) if m.get("id") == self.next_id]
+        assert not reply["result"].get("isError"), reply
+        return reply["result"]["structuredContent"].get("result", reply["result"]["structuredContent"])
 
     async def call(self, name: str) -> tuple[bool, float]:
         """One ``tools/call``: whether exactly one successful reply came for its id, and the seconds taken."""
         self.next_id += 1
+        arguments = self.arguments(name)
         request_id = self.next_id
-        if self.tool == "add_author":  # unique names: the form refuses a duplicate author
-            arguments = {"name": f"{name} {self.prefix}-{request_id}"}
-        else:
-            arguments = {"name": name} if self.tool == "write_author" else {"text": name}
         message = {
             "jsonrpc": "2.0",
             "id": request_id,
@@ -164,7 +207,9 @@ def superuser_token(server: LiveServer) -> str:
 async def opened(server: LiveServer, tool: str, bearer: str | None = None) -> Caller:
     connection = Connection("127.0.0.1", server.port, "/mcp", bearer=bearer)
     await connection.open()
-    return Caller(connection, tool)
+    caller = Caller(connection, tool)
+    await caller.prepare()
+    return caller
 
 
 async def drive(server: LiveServer, tool: str, sequential: int, concurrent: int) -> dict[str, dict[str, Any]]:
@@ -199,7 +244,7 @@ def main() -> None:
     parser.add_argument(
         "--tool",
         default="write_author",
-        help="add_author: the demo's ModelForm tool (signed in); or a tool taking `text` (echo), to compare",
+        help=f"one of {', '.join(WRITE_TOOLS)} (see above); or a tool taking `text` (echo), to compare",
     )
     parser.add_argument("--debug", action="store_true", help="run the worker with DEBUG on")
     args = parser.parse_args()
