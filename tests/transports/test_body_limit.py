@@ -191,6 +191,16 @@ def test_a_body_within_the_limit_is_served(server: LiveServer) -> None:
     assert response.status_code == 200, response.text
 
 
+def test_a_form_content_type_reaches_the_endpoint_unparsed(server: LiveServer) -> None:
+    """Daphne's Twisted parses a POSTed form into ``request.args`` (which Daphne never reads) and answers a
+    malformed multipart body with its own bare 400; on the MCP endpoint nothing parses a form, so the
+    endpoint's own answer comes: a JSON-RPC error about the content type."""
+    headers = {**mcp_headers(), "Content-Type": "multipart/form-data"}  # no boundary: not a multipart
+    response = httpx.post(server.url, content=b"--x\r\nnot a form part", headers=headers, timeout=20)
+    assert response.status_code == 415, response.text
+    assert response.json()["error"]["code"] == -32600
+
+
 def test_an_ordinary_client_streaming_too_much_reads_the_413(server: LiveServer) -> None:
     """httpx sends its whole body before it reads: the refused connection lingers long enough for that."""
     body = iter([b" " * (1024 * 1024)] * 20)
