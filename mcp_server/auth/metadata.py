@@ -18,7 +18,7 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http.request import split_domain_port, validate_host
 
 from ..conf import allowed_hosts
-from ..wire.asgi import send_response
+from ..wire.asgi import JSON_CONTENT_TYPE, send_response
 from .oauth import WELL_KNOWN, metadata_document, metadata_url, oauth_enabled, resource_url
 
 __all__ = [
@@ -60,5 +60,5 @@ class ProtectedResourceMetadata:
             document = metadata_document(request, self.resource_path, self.title)
             body = json.dumps(document).encode()
         if body:
-            headers.append((b"content-type", b"application/json"))
+            headers.append(JSON_CONTENT_TYPE)
         await send_response(send, status, headers, b"" if method == "HEAD" else body)

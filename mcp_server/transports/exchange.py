@@ -26,7 +26,7 @@ from ..wire.asgi import (
     Send,
     body_chunk,
     body_end,
-    content_length,
+    content_length,  # re-exported: it was defined here
     header,
     response_start,
     send_empty_response,
