@@ -18,6 +18,7 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http.request import split_domain_port, validate_host
 
 from ..conf import allowed_hosts
+from ..wire.asgi import JSON_CONTENT_TYPE, send_response
 from .oauth import WELL_KNOWN, metadata_document, metadata_url, oauth_enabled, resource_url
 
 __all__ = [
@@ -59,6 +60,5 @@ class ProtectedResourceMetadata:
             document = metadata_document(request, self.resource_path, self.title)
             body = json.dumps(document).encode()
         if body:
-            headers.append((b"content-type", b"application/json"))
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})
+            headers.append(JSON_CONTENT_TYPE)
+        await send_response(send, status, headers, b"" if method == "HEAD" else body)

@@ -39,11 +39,20 @@ from ..core.stores import StoreUnavailable, bounded, is_unavailable
 from ..ledger.events import parse_event_id
 from ..registry.server import MCPServer
 from ..runtime import Runtime, get_runtime
+from ..wire.asgi import (
+    Header,
+    body_chunk,
+    body_end,
+    header,
+    response_start,
+    send_empty_response,
+    send_json_response,
+)
 from ..wire.errors import INTERNAL_ERROR, JSONRPCError
 from ..wire.jsonrpc import encode_message, encode_reply, error_response
 from ..wire.versions import BATCH_VERSIONS, DEFAULT_HEADER_VERSION, SUPPORTED_VERSIONS
 from . import sse
-from .exchange import PostExchange, content_length
+from .exchange import PostExchange
 from .post import HANDSHAKE_HEADER, parse_post
 from .resumable import EventLog, serve_resumed
 from .rules import Headers, HTTPProblem, accepts, check_origin_and_host, headers_of
@@ -196,7 +205,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
                 error = JSONRPCError(INTERNAL_ERROR, f"Internal error: {type(exc).__name__}")
                 await self._json(500, error_response(None, error))
             else:
-                await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+                await self.send(body_end())
 
     async def _authenticate(self, request: ASGIRequest) -> None:
         """Who is calling (``self.user``, ``self.auth``); 401 with ``WWW-Authenticate`` when refused."""
@@ -206,7 +215,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
                 authenticate_request(request, resource_path=resource_path), "database"
             )
         except Unauthorized as exc:
-            challenges = [(b"www-authenticate", c.encode("latin-1")) for c in exc.challenges]
+            challenges = [header("www-authenticate", c) for c in exc.challenges]
             raise HTTPProblem(401, exc.message, headers=challenges) from exc
 
     def _owns(self, user_id: int | None) -> bool:
@@ -264,8 +273,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         reading = SessionlessPost(self.server, self.scope.get("headers", []))
         message, session = await reading.read(headers, body, self.runtime, self.user, self.auth)
         if message is None:
-            await self.send({"type": "http.response.start", "status": 202, "headers": [content_length(b"")]})
-            await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+            await send_empty_response(self.send, 202)
             return
         user = self.user if self.user is not None else AnonymousUser()
         request.user = user
@@ -316,9 +324,9 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         watching = self._watch_credential(self._end_get)
         try:
             await self.runtime.attach_stream(session.id, sink)
-            await self.send({"type": "http.response.start", "status": 200, "headers": sse.SSE_HEADERS})
+            await self.send(response_start(200, sse.SSE_HEADERS))
             opening = (log.priming([]) if last_event_id is None else b"") or b": stream open\n\n"
-            await self.send({"type": "http.response.body", "body": opening, "more_body": True})
+            await self.send(body_chunk(opening))
             if last_event_id is not None:  # this GET stream's own missed events first
                 await self._replay_get(session.id, last_event_id)
             await self.stream_closed.wait()
@@ -326,7 +334,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             if watching is not None:
                 watching.cancel()
             await self._leave_stream()
-        await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+        await self.send(body_end())
 
     async def _delete(self, headers: Headers) -> None:
         if mcp_settings.STATELESS:
@@ -334,8 +342,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         session = await self._session(headers)
         assert session.id is not None
         await self.runtime.end_session(session.id, "session terminated by the client")
-        await self.send({"type": "http.response.start", "status": 200, "headers": [content_length(b"")]})
-        await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+        await send_empty_response(self.send, 200)
 
     async def _get_log(self, session: SessionState, last_event_id: str | None) -> EventLog:
         """The ids of a GET stream: a new one, or the one ``Last-Event-ID`` names, numbered on from there."""
@@ -360,7 +367,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         for row in await self.runtime.event_store.aevents_after(session_id, stream_id, seq):
             if row.seq > sent and not row.last:
                 body = sse.event(row.data.encode(), row.event_id)
-                await self.send({"type": "http.response.body", "body": body, "more_body": True})
+                await self.send(body_chunk(body))
                 sent = row.seq
 
     # -- helpers ---------------------------------------------------------------------------------------
@@ -380,13 +387,8 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             session_id, self.stream_session = self.stream_session, None
             await self.runtime.detach_stream(session_id, sink)
 
-    async def _json(
-        self, status: int, payload: dict[str, Any], extra: list[tuple[bytes, bytes]] | None = None
-    ) -> None:
-        body = encode_reply(payload).data
-        headers = [(b"content-type", b"application/json"), *(extra or []), content_length(body)]
-        await self.send({"type": "http.response.start", "status": status, "headers": headers})
-        await self.send({"type": "http.response.body", "body": body, "more_body": False})
+    async def _json(self, status: int, payload: dict[str, Any], extra: list[Header] | None = None) -> None:
+        await send_json_response(self.send, status, encode_reply(payload).data, extra or ())
 
     async def _problem(self, problem: HTTPProblem) -> None:
         extra = [(b"allow", b"GET, POST, DELETE")] if problem.status == 405 and not problem.headers else []
@@ -401,7 +403,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         )
         logger.warning("MCP endpoint answered 503: %s", message)
         if self.response_started:
-            await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+            await self.send(body_end())
             return
         retry = [(b"retry-after", b"1")]
         await self._problem(
@@ -442,7 +444,7 @@ class _GetStream:
             except JSONRPCError as exc:  # nobody to tell: the message is dropped, the stream goes on
                 logger.warning("a message for session %s was dropped: %s", self.consumer.stream_session, exc)
                 return
-            await self.consumer.send({"type": "http.response.body", "body": body, "more_body": True})
+            await self.consumer.send(body_chunk(body))
 
     def close(self, reason: str) -> None:
         """The session ended (on any worker), the server is shutting down, or the credential no longer

@@ -8,7 +8,7 @@ response to a stream).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from ..auth.oauth import insufficient_scope_challenge
@@ -21,6 +21,17 @@ from ..protocol.settlement import CANCELLED, PendingRequest
 from ..registry.server import MCPServer
 from ..runtime import Runtime
 from ..sessions import acount_open_sessions
+from ..wire.asgi import (
+    Header,
+    Send,
+    body_chunk,
+    body_end,
+    content_length,  # re-exported: it was defined here
+    header,
+    response_start,
+    send_empty_response,
+    send_json_response,
+)
 from ..wire.errors import INSUFFICIENT_SCOPE, INVALID_REQUEST, JSONRPCError
 from ..wire.jsonrpc import IncomingMessage, JSONRPCRequest, encode_message, encode_reply, error_response
 from ..wire.v2026_07_28 import http_status
@@ -29,16 +40,6 @@ from .resumable import EventLog
 from .rules import HTTPProblem
 
 __all__ = ["PostExchange", "Send", "check_session_quota", "content_length"]
-
-Send = Callable[[dict[str, Any]], Awaitable[None]]
-JSON_HEADERS = [(b"content-type", b"application/json")]
-SESSION_HEADER = b"mcp-session-id"
-
-
-def content_length(body: bytes) -> tuple[bytes, bytes]:
-    """The ``Content-Length`` header of a whole body: the server sends it as is, in one write, rather than
-    as chunks with a terminator (one system call fewer per response)."""
-    return (b"content-length", str(len(body)).encode())
 
 
 class _ExchangePeer(RequestPeer):
@@ -105,7 +106,7 @@ class PostExchange:
         is_batch: bool,
         request: Any = None,
         user: Any = None,
-        headers: list[tuple[bytes, bytes]] | None = None,
+        headers: list[Header] | None = None,
         stateless: bool = False,
         is_open: Callable[[], bool] | None = None,
     ) -> None:
@@ -214,7 +215,7 @@ class PostExchange:
             auth=getattr(self.request, "auth", None),
         )
         if session is not None:
-            self.headers.append((SESSION_HEADER, session.id.encode()))
+            self.headers.append(header("mcp-session-id", session.id))
         self._reply(response)
 
     def _reply(self, response: dict[str, Any]) -> None:
@@ -240,7 +241,7 @@ class PostExchange:
         code = int(error.get("code", 0))
         if code == INSUFFICIENT_SCOPE and not self.is_batch and not self.streaming and not self.challenged:
             self.status, self.challenged = 403, True
-            self.headers.append((b"www-authenticate", self._scope_challenge(error).encode("latin-1")))
+            self.headers.append(header("www-authenticate", self._scope_challenge(error)))
         elif self.sessionless:
             self.status = http_status(code)
 
@@ -261,7 +262,7 @@ class PostExchange:
         while open_count > 0 or not self.queue.empty():
             got = await self._next()
             if got is None:  # a quiet stream: a comment keeps proxies and clients from timing it out
-                await self.send({"type": "http.response.body", "body": sse.KEEPALIVE, "more_body": True})
+                await self.send(body_chunk(sse.KEEPALIVE))
                 continue
             kind, data, key = got
             if kind == "settled":
@@ -288,24 +289,17 @@ class PostExchange:
             if self.log is not None:
                 await self.log.end()
             if self.log is None or not self.log.detached:  # (a detached stream's response is complete)
-                await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+                await self.send(body_end())
         elif not held:
             await self._respond_accepted()
         elif self.mode == "sse" and self.status == 200:  # a 2026 result, streamed as this mode says
             await self._start_stream()
             await self._event(*held[0])
-            await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+            await self.send(body_end())
         else:
             bodies = [data for data, _key in held]
             body = b"[" + b",".join(bodies) + b"]" if self.is_batch else bodies[0]
-            await self.send(
-                {
-                    "type": "http.response.start",
-                    "status": self.status,
-                    "headers": [*JSON_HEADERS, *self.headers, content_length(body)],
-                }
-            )
-            await self.send({"type": "http.response.body", "body": body, "more_body": False})
+            await send_json_response(self.send, self.status, body, self.headers)
 
     async def _next(self) -> tuple[str, bytes, str] | None:
         """The next item of the queue; ``None`` when a 2026 stream stayed quiet for ``KEEPALIVE_INTERVAL``."""
@@ -322,16 +316,14 @@ class PostExchange:
 
     async def _start_stream(self) -> None:
         self.streaming = True
-        await self.send(
-            {"type": "http.response.start", "status": 200, "headers": sse.SSE_HEADERS + self.headers}
-        )
+        await self.send(response_start(200, sse.SSE_HEADERS + self.headers))
         if not self.resumable:
             return
         assert self.session.id is not None
         self.log = EventLog(self.runtime, self.session.id, self.session.protocol_version)
         priming = self.log.priming(self.keys)
         if priming:
-            await self.send({"type": "http.response.body", "body": priming, "more_body": True})
+            await self.send(body_chunk(priming))
         poll_after = mcp_settings.SSE_POLL_AFTER
         if poll_after is not None:
             self._poll_timer = asyncio.get_running_loop().call_later(
@@ -341,7 +333,7 @@ class PostExchange:
     async def _event(self, data: bytes, key: str = "", *, last: bool = False) -> None:
         log = self.log
         if log is None:
-            await self.send({"type": "http.response.body", "body": sse.event(data), "more_body": True})
+            await self.send(body_chunk(sse.event(data)))
             return
         if not log.detached and not self.is_open():  # the client went away: it may resume elsewhere
             await log.detach()
@@ -349,7 +341,7 @@ class PostExchange:
             await log.hand_over(data, key, last=last)
         else:
             body = log.event(data, key, last=last)
-            await self.send({"type": "http.response.body", "body": body, "more_body": True})
+            await self.send(body_chunk(body))
 
     async def _close_for_polling(self, held: list[tuple[bytes, str]]) -> None:
         """End the HTTP response now (SEP-1699): the client comes back with ``Last-Event-ID``; the requests
@@ -361,10 +353,7 @@ class PostExchange:
         if self.log is None or self.log.detached or not self.log.resumable:
             return  # (before 2025-11-25 a stream that sent nothing yet has no id to resume from: kept open)
         await self.log.detach()
-        await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+        await self.send(body_end())
 
     async def _respond_accepted(self) -> None:
-        await self.send(
-            {"type": "http.response.start", "status": 202, "headers": [*self.headers, content_length(b"")]}
-        )
-        await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+        await send_empty_response(self.send, 202, self.headers)

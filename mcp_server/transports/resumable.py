@@ -18,13 +18,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 from ..conf import mcp_settings
 from ..ledger.events import StoredEvent, parse_event_id
 from ..ledger.stream_hub import POLL_INTERVAL
 from ..runtime import Runtime
+from ..wire.asgi import Send, body_chunk, body_end, response_start
 from . import sse
 from .rules import HTTPProblem
 
@@ -37,8 +36,6 @@ with empty data)."""
 UNKNOWN_GRACE = 2.0
 """Seconds a ``Last-Event-ID`` of a POST stream the store knows nothing of is waited for (its first rows may
 still be on their way, written in batches) before it is refused (400)."""
-
-Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 class EventLog:
@@ -140,14 +137,14 @@ async def serve_resumed(
         rows = await _known_rows(runtime, session_id, stream_id, woken, closed)
         if not rows:  # never issued in this session, or pruned (EVENT_RETENTION): nothing to resume
             raise HTTPProblem(400, "Bad Request: Last-Event-ID names no stream of this session")
-        await send({"type": "http.response.start", "status": 200, "headers": sse.SSE_HEADERS})
+        await send(response_start(200, sse.SSE_HEADERS))
         # a body at once: the server sends the headers with it (a quiet handler would hold them back)
-        await send({"type": "http.response.body", "body": b": stream resumed\n\n", "more_body": True})
+        await send(body_chunk(b": stream resumed\n\n"))
         while True:
             sent: list[bytes] = []
             ended = _replay(rows, last, sent)
             for body in sent:
-                await send({"type": "http.response.body", "body": body, "more_body": True})
+                await send(body_chunk(body))
             if ended:
                 break
             last = max([last, *(r.seq for r in rows if r.seq > last and not r.last)])
@@ -156,7 +153,7 @@ async def serve_resumed(
                 break
             woken.clear()
             rows = await store.aevents_after(session_id, stream_id, last)
-    await send({"type": "http.response.body", "body": b"", "more_body": False})
+    await send(body_end())
 
 
 async def _known_rows(
