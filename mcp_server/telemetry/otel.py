@@ -270,9 +270,7 @@ class OTelTelemetry:
             explicit_bucket_boundaries_advisory=list(BUCKETS),
         )
         self.settlements = meter.create_counter(
-            "mcp_server.settlements",
-            unit="{request}",
-            description="Requests settled, by outcome: answered, error, cancelled, closed, timed_out, aborted.",
+            "mcp_server.settlements", unit="{request}", description="Requests settled, by outcome."
         )
         self._sessions: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
 
