@@ -60,9 +60,9 @@ class RequestTelemetry(Protocol):
         params: Mapping[str, Any] | None,
         transport: str,
         headers: Mapping[str, Any] | None,
-    ) -> RequestSpan:
+    ) -> RequestSpan | None:
         """A request arrived (``transport``: ``"http"`` or ``"stdio"``; ``headers``: the HTTP request's
-        ``META``, for a ``traceparent`` header): start its SERVER span."""
+        ``META``, for a ``traceparent`` header): start its SERVER span (``None``: nothing would record it)."""
 
     def session_closed(self, session_id: str) -> None:
         """The session ended here: record its duration, if it was opened here."""
