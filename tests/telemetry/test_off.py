@@ -77,3 +77,35 @@ def test_a_telemetry_setting_that_is_not_a_boolean_is_refused(settings: Any) -> 
     assert [m.id for m in check_telemetry()] == ["mcp_server.E050"]
     settings.MCP_SERVER = {**settings.MCP_SERVER, "TELEMETRY": False}
     assert check_telemetry() == []
+
+
+API_ONLY = r"""
+import json
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from mcp_server.core.records import LedgerRecord
+from mcp_server.telemetry.otel import OTelTelemetry
+
+telemetry = OTelTelemetry()  # the global providers, none set up yet: the API alone
+record = LedgerRecord(session_id=None, request_key="i:1", method="ping")
+before = telemetry.start(record, 1, None, "http", None)
+trace.set_tracer_provider(TracerProvider())  # the site sets the SDK up
+after = telemetry.start(record, 1, None, "http", None)
+print(json.dumps({"before": before is None, "after": after is not None and after.span.is_recording()}))
+"""
+
+
+def test_the_api_alone_makes_no_span_until_a_provider_is_set() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("OTEL_PYTHON_TRACER_PROVIDER", None)
+    out = subprocess.run(
+        [sys.executable, "-c", API_ONLY],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"before": True, "after": True}
