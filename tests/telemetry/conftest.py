@@ -27,6 +27,17 @@ from mcp_server.wire.versions import LATEST_VERSION
 
 SESSION = "s-telemetry"
 
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+
 
 @dataclass
 class Recorded:

@@ -13,7 +13,7 @@ from mcp_server.core.records import request_key
 from mcp_server.runtime import Runtime
 from mcp_server.telemetry.otel import BUCKETS
 
-from .conftest import SESSION, Recorded, call, new_post, run
+from .conftest import INITIALIZE, SESSION, Recorded, call, new_post, run
 from .test_spans import held
 
 pytestmark = pytest.mark.asyncio
@@ -63,18 +63,8 @@ async def test_settlements_are_counted_by_outcome(runtime: Runtime, recorded: Re
 
 @pytest.mark.django_db(transaction=True)  # the session is stored
 async def test_the_session_histogram(runtime: Runtime, recorded: Recorded) -> None:
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
     state = SessionState(id=None, protocol_version="")
-    post = await run(new_post(runtime, session=state), initialize)
+    post = await run(new_post(runtime, session=state), INITIALIZE)
     session_id = dict(post.sent[0]["headers"])[b"mcp-session-id"].decode()
     await runtime.requests.close_session(session_id, "deleted by the client")
     (point,) = points(recorded, "mcp.server.session.duration")

@@ -49,19 +49,18 @@ asyncio.run(main())
 """
 
 
-def test_nothing_breaks_and_nothing_is_imported_without_opentelemetry() -> None:
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "PYTHONPATH": str(ROOT)}
-    out = subprocess.run(
-        [sys.executable, "-c", SCRIPT],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+def python(script: str, **env: str) -> Any:
+    """Run ``script`` in a fresh interpreter at the repository's root; its last line of output, as JSON."""
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), **env}
+    environment.pop("OTEL_PYTHON_TRACER_PROVIDER", None)
+    command = [sys.executable, "-c", script]
+    out = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_nothing_breaks_and_nothing_is_imported_without_opentelemetry() -> None:
+    result = python(SCRIPT, DJANGO_SETTINGS_MODULE="tests.settings")
     assert result == {"telemetry": "None", "text": "hi", "loaded": [], "otel_module": False}
 
 
@@ -96,16 +95,4 @@ print(json.dumps({"before": before is None, "after": after is not None and after
 
 
 def test_the_api_alone_makes_no_span_until_a_provider_is_set() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("OTEL_PYTHON_TRACER_PROVIDER", None)
-    out = subprocess.run(
-        [sys.executable, "-c", API_ONLY],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"before": True, "after": True}
+    assert python(API_ONLY) == {"before": True, "after": True}

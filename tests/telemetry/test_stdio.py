@@ -14,18 +14,7 @@ from mcp_server.registry.server import mcp
 from mcp_server.runtime import Runtime
 from mcp_server.transports.stdio import StdioLoop
 
-from .conftest import Recorded, call
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "pipe", "version": "1"},
-    },
-}
+from .conftest import INITIALIZE, Recorded, call
 
 
 @pytest.mark.asyncio
