@@ -167,7 +167,7 @@ def classify(
         return str(code), str(code), description
     result = response.get("result")
     if method == "tools/call" and isinstance(result, dict) and result.get("isError") is True:
-        return None, "tool_error", "tool_error"
+        return None, "tool_error", None
     return None, None, None
 
 
