@@ -7,11 +7,13 @@ import asyncio
 from typing import Any
 
 import pytest
+from opentelemetry.trace import StatusCode
 
 from mcp_server.core.context import SessionState
 from mcp_server.core.records import request_key
 from mcp_server.runtime import Runtime
 from mcp_server.telemetry.otel import BUCKETS
+from mcp_server.wire.messages import AbortRequest
 
 from .conftest import INITIALIZE, SESSION, Recorded, call, new_post, run
 from .test_spans import held
@@ -51,6 +53,10 @@ async def test_settlements_are_counted_by_outcome(runtime: Runtime, recorded: Re
     await held(runtime, 4)
     await runtime.requests.cancel(SESSION, request_key(4))
     await running
+    running = asyncio.create_task(run(new_post(runtime), call(6, "slow")))
+    await held(runtime, 6)
+    await runtime.handle(AbortRequest(session_id=SESSION, key=request_key(6)))  # as the admin's abort does
+    await running
     running = asyncio.create_task(run(new_post(runtime), call(5, "slow")))
     await held(runtime, 5)
     await runtime.requests.close_session(SESSION, "gone")
@@ -58,7 +64,12 @@ async def test_settlements_are_counted_by_outcome(runtime: Runtime, recorded: Re
     counted = {
         dict(p.attributes)["mcp_server.outcome"]: p.value for p in points(recorded, "mcp_server.settlements")
     }
-    assert counted == {"answered": 1, "error": 1, "timed_out": 1, "cancelled": 1, "closed": 1}
+    assert counted == {"answered": 1, "error": 1, "timed_out": 1, "cancelled": 1, "aborted": 1, "closed": 1}
+    aborted = next(
+        s for s in recorded.spans("tools/call slow") if dict(s.attributes or {})["jsonrpc.request.id"] == "6"
+    )
+    assert dict(aborted.attributes or {})["error.type"] == "-32003"
+    assert aborted.status.status_code is StatusCode.ERROR
 
 
 @pytest.mark.django_db(transaction=True)  # the session is stored
