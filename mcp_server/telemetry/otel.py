@@ -74,6 +74,11 @@ TRACE_KEYS = ("traceparent", "tracestate", "baggage")
 
 _MISSING = object()
 
+NO_EXEMPLAR = otel_context.Context()
+"""The (empty) context measurements are recorded in: no span, so the SDK's default trace-based exemplar
+filter samples none. An exemplar costs more than the measurement itself (~80 µs against ~15 µs on the
+SDK 1.45 histogram), several times the whole budget of a request's telemetry."""
+
 
 def _carrier(source: Mapping[str, Any], keys: Mapping[str, str]) -> dict[str, str]:
     """The trace-context strings of ``source`` (``keys``: propagation key -> key in ``source``)."""
@@ -333,12 +338,12 @@ class OTelTelemetry:
                         attributes[key] = "_OTHER"
         if error_type is not None:
             attributes["error.type"] = error_type
-        self.operation_duration.record(time.monotonic() - handle.started, attributes)
+        self.operation_duration.record(time.monotonic() - handle.started, attributes, NO_EXEMPLAR)
         outcome = OUTCOMES.get(state, state)
         if outcome == "answered" and (code is not None or error_type is not None):
             outcome = "error"
         method = handle.attributes["mcp.method.name"]
-        self.settlements.add(1, {"mcp_server.outcome": outcome, "mcp.method.name": method})
+        self.settlements.add(1, {"mcp_server.outcome": outcome, "mcp.method.name": method}, NO_EXEMPLAR)
         session_id = handle.attributes.get("mcp.session.id")
         if method == "initialize" and session_id is not None and code is None:
             self._opened(str(session_id), handle.attributes)
@@ -353,4 +358,4 @@ class OTelTelemetry:
         opened = self._sessions.pop(session_id, None)
         if opened is not None:
             started, attributes = opened
-            self.session_duration.record(time.monotonic() - started, attributes)
+            self.session_duration.record(time.monotonic() - started, attributes, NO_EXEMPLAR)
