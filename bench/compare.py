@@ -9,6 +9,7 @@ time over the run divided by its requests: the steadier figure on a shared machi
     .venv/bin/python bench/compare.py                         # the default comparisons
     .venv/bin/python bench/compare.py --postgres --redis      # this project on PostgreSQL + Redis
     .venv/bin/python bench/compare.py --only c16 --rounds 5 --requests 4000
+    .venv/bin/python bench/compare.py --otel                  # this project without OTel, API only, SDK
 
 Then a guarantee run against this project (1 call in 10 slow and cancelled): sent, answered, cancelled,
 duplicated, missing, left pending.
@@ -71,6 +72,7 @@ def ours_env(
     redis: str | None,
     name: str,
     settings: dict[str, Any] | None = None,
+    otel: str | None = None,
 ) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
     if postgres:
@@ -89,6 +91,8 @@ def ours_env(
     )
     if redis:
         env["REDIS_URL"] = redis
+    if otel is not None:  # bench/otel_settings.py: none, api or sdk
+        env.update(DJANGO_SETTINGS_MODULE="bench.otel_settings", MCP_BENCH_OTEL=otel)
     return env
 
 
@@ -110,15 +114,16 @@ def load(server: Server, concurrency: int, requests: int, bearer: str | None = N
 
 
 def compare(
-    ours: Server, sdk: Server, concurrency: int, requests: int, rounds: int
+    servers: list[Server], concurrency: int, requests: int, rounds: int
 ) -> dict[str, dict[str, float]]:
-    """Median figures of both servers over ``rounds`` alternating rounds (after one warm-up each)."""
-    for server in (ours, sdk):
+    """Median figures of each server over ``rounds`` rounds (after one warm-up each), the order of the
+    servers rotating from one round to the next."""
+    for server in servers:
         load(server, concurrency, max(200, requests // 5))
-    runs: dict[str, list[dict[str, Any]]] = {ours.label: [], sdk.label: []}
+    runs: dict[str, list[dict[str, Any]]] = {server.label: [] for server in servers}
     for n in range(rounds):
-        order = (ours, sdk) if n % 2 == 0 else (sdk, ours)
-        for server in order:
+        shift = n % len(servers)
+        for server in servers[shift:] + servers[:shift]:
             runs[server.label].append(load(server, concurrency, requests))
     summary: dict[str, dict[str, float]] = {}
     for label, results in runs.items():
@@ -182,6 +187,11 @@ def main() -> None:
         help="an MCP_SERVER setting for this project's server, e.g. LEDGER_FLUSH_INTERVAL=0 (repeatable)",
     )
     parser.add_argument("--no-guarantee", action="store_true", help="skip the guarantee run")
+    parser.add_argument(
+        "--otel",
+        action="store_true",
+        help="instead: this project three ways (no OpenTelemetry, API only, SDK to in-memory), c16",
+    )
     args = parser.parse_args()
     only = set(filter(None, args.only.split(",")))
     settings = {key: json.loads(value) for key, _, value in (s.partition("=") for s in args.setting)}
@@ -198,6 +208,9 @@ def main() -> None:
         f"one worker process each; this project on {backend}"
         + (f", settings {json.dumps(settings)}" if settings else "")
     )
+    if args.otel:
+        compare_otel(workdir, postgres, redis, settings, args)
+        return
     plans = [
         ("c16", "auto", "json", 16),
         ("c1", "auto", "json", 1),
@@ -229,7 +242,7 @@ def main() -> None:
                 )
             ours, sdk = ours_servers[mode], sdk_servers[sdk_mode]
             requests = args.requests if concurrency > 1 else max(300, args.requests // 5)
-            summary = compare(ours, sdk, concurrency, requests, args.rounds)
+            summary = compare([ours, sdk], concurrency, requests, args.rounds)
             print_comparison(
                 f"concurrency {concurrency}: {ours.label} vs {sdk.label}", ours.label, sdk.label, summary
             )
@@ -238,6 +251,45 @@ def main() -> None:
     finally:
         for server in [*ours_servers.values(), *sdk_servers.values()]:
             stop_process(server.process)
+
+
+OTEL_MODES = {
+    "none": "no OpenTelemetry",
+    "api": "OpenTelemetry API only",
+    "sdk": "SDK, in-memory exporter",
+}
+
+
+def compare_otel(
+    workdir: Path, postgres: str | None, redis: str | None, settings: dict[str, Any], args: argparse.Namespace
+) -> None:
+    """This project three ways side by side (``auto`` mode, concurrency 16), and the throughput ratios."""
+    servers: list[Server] = []
+    try:
+        for mode, label in OTEL_MODES.items():
+            env = ours_env(workdir, "auto", postgres, redis, f"ours-{mode}", settings, otel=mode)
+            servers.append(
+                start(label, "project.asgi:application", env, args.asgi_server, workdir / f"{mode}.log")
+            )
+        summary = compare(servers, 16, args.requests, args.rounds)
+    finally:
+        for server in servers:
+            stop_process(server.process)
+    print(f"\nconcurrency 16, this project three ways ({args.rounds} rotating rounds)")
+    print(f"  {'server':28} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'CPU ms/req':>10} {'bad':>4}")
+    for label in OTEL_MODES.values():
+        s = summary[label]
+        print(
+            f"  {label:28} {s['rps']:>8.0f} {s['p50']:>8.1f} {s['p99']:>8.1f} {s['cpu_ms']:>10.2f} "
+            f"{int(s['bad']):>4}"
+        )
+    none = summary[OTEL_MODES["none"]]
+    for mode in ("api", "sdk"):
+        s = summary[OTEL_MODES[mode]]
+        print(
+            f"  {mode} / none: throughput {s['rps'] / none['rps']:.3f}x, "
+            f"CPU per request {s['cpu_ms'] / none['cpu_ms']:.3f}x"
+        )
 
 
 def _postgres_database() -> str:

@@ -72,6 +72,7 @@ DEFAULTS: dict[str, Any] = {
     "EVENT_RETENTION": 600.0,
     "MAX_STREAM_EVENTS": 1000,
     "STREAM_RECHECK_INTERVAL": 30.0,
+    "TELEMETRY": True,
 }
 """Every key ``MCP_SERVER`` understands, with its default. The README's settings table mirrors this."""
 
@@ -157,6 +158,8 @@ class MCPSettings:
     STREAM_RECHECK_INTERVAL: float
     """Seconds between two checks of a long-lived stream's credential (GET stream, ``subscriptions/listen``):
     a stream whose credential no longer authenticates is ended."""
+    TELEMETRY: bool
+    """OpenTelemetry spans and metrics of every request, when ``opentelemetry-api`` is installed."""
     unknown_keys: tuple[str, ...] = field(default=())
 
     @classmethod

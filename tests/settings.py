@@ -43,3 +43,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {
         "NAME": os.path.join(tempfile.gettempdir(), f"mcp-test-{os.getpid()}.sqlite3"),
     }
+
+# ``MCP_TEST_SPANS``: a live server records its spans with the OpenTelemetry SDK, one JSON line each, in that
+# file (tests/telemetry/span_file.py), as a site that owns the SDK would export them.
+if os.environ.get("MCP_TEST_SPANS"):
+    from tests.telemetry.span_file import record_spans
+
+    record_spans(os.environ["MCP_TEST_SPANS"])

@@ -24,6 +24,7 @@ from .settings import (
     check_request_state_max_age,
     check_settings,
     check_store_timeout,
+    check_telemetry,
 )
 from .site import check_asgi_routing, routed_servers
 from .stores import check_event_store, check_ledger_backend
@@ -45,5 +46,6 @@ __all__ = [
     "check_store_timeout",
     "check_task_bounds",
     "check_task_settings",
+    "check_telemetry",
     "routed_servers",
 ]

@@ -5,7 +5,7 @@
   ``E005``/``E006``/``E010`` timeouts, sizes and intervals, ``E040`` ``STREAM_RECHECK_INTERVAL``, ``E041``
   ``UPKEEP_HOOKS``, ``W001`` ``ALLOWED_ORIGINS`` contains ``*``
 - ``E012`` a bound on stored state, ``E013``/``W007`` ``ERROR_DETAIL``, ``E014`` ``STORE_TIMEOUT``, ``E015``
-  ``CACHE_HINTS``, ``E016`` ``REQUEST_STATE_MAX_AGE``
+  ``CACHE_HINTS``, ``E016`` ``REQUEST_STATE_MAX_AGE``, ``E050`` ``TELEMETRY``
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ __all__ = [
     "check_request_state_max_age",
     "check_settings",
     "check_store_timeout",
+    "check_telemetry",
 ]
 
 
@@ -209,3 +210,11 @@ def check_cache_hints(conf: MCPSettings) -> list[CheckMessage]:
         return [Error("MCP_SERVER['CACHE_HINTS'] must be a dict of method -> hint.", id="mcp_server.E015")]
     problems = [p for m, h in hints.items() if (p := _cache_hint_problem(m, h)) is not None]
     return [Error(f"MCP_SERVER['CACHE_HINTS']: {p}.", id="mcp_server.E015") for p in problems]
+
+
+@mcp_check
+def check_telemetry(conf: MCPSettings) -> list[CheckMessage]:
+    """E050: ``TELEMETRY`` is not a boolean."""
+    if isinstance(conf.TELEMETRY, bool):
+        return []
+    return [Error("MCP_SERVER['TELEMETRY'] must be True or False.", id="mcp_server.E050")]

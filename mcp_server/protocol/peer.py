@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -53,9 +54,16 @@ class RequestPeer(ABC):
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             message["params"] = params
+        span = self.entry.span if self.entry is not None else None
         try:
-            if not await self.emit(message):
-                raise JSONRPCError(CONNECTION_CLOSED, "Connection closed: the client stopped reading")
-            return await future
+            if span is None:
+                return await self._send(message, future)
+            with span.outbound(method, message):  # a CLIENT span; its context goes in params._meta
+                return await self._send(message, future)
         finally:
             self.outbound.discard(session_id, request_id)
+
+    async def _send(self, message: dict[str, Any], future: asyncio.Future[dict[str, Any]]) -> dict[str, Any]:
+        if not await self.emit(message):
+            raise JSONRPCError(CONNECTION_CLOSED, "Connection closed: the client stopped reading")
+        return await future

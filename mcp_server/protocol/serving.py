@@ -16,6 +16,7 @@ from ..auth.base import oauth_client_of
 from ..conf import mcp_settings
 from ..core.context import Context, SessionState, client_label
 from ..core.stores import StoreUnavailable, bounded
+from ..telemetry import bind_request
 from ..wire.errors import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, JSONRPCError
 from ..wire.jsonrpc import JSONRPCRequest, error_response, result_response
 from ..wire.versions import negotiate
@@ -86,6 +87,8 @@ async def answer_initialize(
             protocol_version=version,
             client=client_label(params.get("clientInfo")),
             oauth_client=oauth_client_of(auth),
+            params=params,
+            transport=transport,
         )
         result = serialize_server_result("initialize", version, initialize_result(server, params))
         response = result_response(message.id, result)
@@ -119,6 +122,7 @@ async def start_request(
     deliver: Deliver,
     user: Any = None,
     request: Any = None,
+    transport: str = "http",
 ) -> PendingRequest:
     """Take a request into the runtime's table and serve it in its own task; its answer goes to ``deliver``.
 
@@ -150,6 +154,9 @@ async def start_request(
         round_of=previous_round(ctx),
         client=session.client_label,
         oauth_client=oauth_client_of(getattr(request, "auth", None)),
+        params=ctx.params,
+        transport=transport,
+        headers=getattr(request, "META", None),
     )
     peer.entry = entry
     ctx.claim = RequestClaim(runtime.requests, entry, ctx)
@@ -167,6 +174,9 @@ async def start_request(
 
 async def serve_request(runtime: Runtime, entry: PendingRequest, ctx: Context, seconds: float | None) -> None:
     """Run the request under the reply guarantee and settle it (a cancelled task settles -32000)."""
+    bind_request(entry)  # its log records carry its fields (this task's context only)
+    if entry.span is not None:
+        entry.span.activate()
     try:
         response, state = await answer(ctx, seconds)
     except asyncio.CancelledError:

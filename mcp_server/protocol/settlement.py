@@ -36,6 +36,7 @@ from ..core.records import (
 from ..core.rounds import round_token
 from ..core.states import State
 from ..core.stores import StoreUnavailable
+from ..telemetry import RequestSpan, RequestTelemetry, load_telemetry
 from ..wire.errors import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_ABORTED, JSONRPCError, RequestSettled
 from ..wire.jsonrpc import MAX_METHOD_LENGTH, Reply, RequestId, encode_reply, error_response, id_problem
 
@@ -153,6 +154,8 @@ class PendingRequest:
     """Once settled with a response: the response as sent, and its bytes (transports send these)."""
     claimed: bool = False
     """Its handler claimed its answer (``Context.claim_answer``): only the request's own task settles it."""
+    span: RequestSpan | None = None
+    """Its telemetry (``None`` when OpenTelemetry is off): started on arrival, ended by the settlement."""
 
     @property
     def session_id(self) -> str | None:
@@ -187,6 +190,8 @@ class RequestTable:
         self._entries: dict[tuple[str | None, str], PendingRequest] = {}
         self._stateless: set[PendingRequest] = set()
         self._early_cancels: OrderedDict[tuple[str | None, str], float] = OrderedDict()
+        self.telemetry: RequestTelemetry | None = load_telemetry()
+        """Spans and metrics of the requests (``None``: OpenTelemetry is not installed, or is turned off)."""
 
     def __len__(self) -> int:
         return len(self._entries) + len(self._stateless)
@@ -220,6 +225,9 @@ class RequestTable:
         round_of: str = "",
         client: str = "",
         oauth_client: tuple[str, str] = ("", ""),
+        params: dict[str, Any] | None = None,
+        transport: str = "http",
+        headers: dict[str, Any] | None = None,
     ) -> PendingRequest:
         """Take an arriving request. Raises -32600 for an id pending in the same session, or one no
         request may have (see :func:`~mcp_server.wire.jsonrpc.id_problem`; the transports refuse it first).
@@ -227,7 +235,8 @@ class RequestTable:
         A request whose cancel arrived first (I9) is settled as cancelled at once: it never runs.
         ``round_of`` links a retry to the ``input_required`` round it answers (2026-07-28).
         ``oauth_client``: ``(client_id, name)`` of the OAuth client that sent it
-        (:func:`~mcp_server.auth.base.oauth_client_of`).
+        (:func:`~mcp_server.auth.base.oauth_client_of`). Its span starts from ``params`` (``_meta``),
+        ``transport`` (``"http"`` or ``"stdio"``) and ``headers`` (the HTTP request's ``META``).
         """
         if (problem := id_problem(request_id)) is not None:
             raise JSONRPCError(INVALID_REQUEST, f"Invalid request: {problem}")
@@ -254,12 +263,17 @@ class RequestTable:
             oauth_client_name=storable(oauth_client[1], OAUTH_CLIENT_LENGTH),
         )
         entry = PendingRequest(record=record, request_id=request_id, deliver=deliver)
+        if self.telemetry is not None:
+            entry.span = self.telemetry.start(record, request_id, params, transport, headers)
         try:
             await self.sink.opened(record)
         except DuplicateRequest:
+            if entry.span is not None:
+                entry.span.end(ANSWERED, error_response(request_id, _duplicate(request_id)))
             raise _duplicate(request_id) from None
         except StoreUnavailable as exc:  # the caller answers this error; the write may still land: settle it
             refused = PendingRequest(record=record, request_id=request_id, deliver=_answered_by_caller)
+            refused.span = entry.span
             await self.settle(refused, ANSWERED, error_response(request_id, exc))
             raise
         if session_id is None:
@@ -309,6 +323,8 @@ class RequestTable:
         try:
             await entry.deliver(entry, response)
         finally:
+            if entry.span is not None:
+                entry.span.end(state, response)
             try:
                 await self.sink.settled(record)
             except Exception:  # the reply went out; the record converges when the store answers
@@ -341,6 +357,8 @@ class RequestTable:
         closed = 0
         for entry in self.pending(session_id):
             closed += await self.settle(entry, CLOSED, closed_response(entry.request_id, reason))
+        if self.telemetry is not None:
+            self.telemetry.session_closed(session_id)
         return closed
 
     async def shutdown(self, reason: str = "server shutting down") -> int:

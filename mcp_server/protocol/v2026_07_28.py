@@ -176,6 +176,7 @@ async def record_refusal(
             lease=float(mcp_settings.LEASE_TIMEOUT),
             protocol_version=version if isinstance(version, str) else "",
             oauth_client=oauth_client_of(auth),
+            params=params,
         )
         await runtime.requests.settle(entry, ANSWERED, error_response(message.id, error))
     except Exception:

@@ -318,6 +318,7 @@ class StdioLoop:
                 peer=_StdioPeer(self),
                 deliver=self._deliver,
                 user=self.user,
+                transport="stdio",
             )
         except JSONRPCError as exc:
             await self._answer(error_response(message.id, exc))
