@@ -7,14 +7,12 @@ from django.core.checks import CheckMessage, Error, Warning
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from ..conf import MCPSettings
+from ..conf import DEFAULTS, MCPSettings
 from ..stores.loading import backend_path, load_backend
 from ..stores.tasks.base import NO_CACHE_STORE, TaskStore
 from .base import mcp_check, seconds
 
 __all__ = ["check_event_store", "check_ledger_backend", "check_task_store"]
-
-DATABASE_TASK_STORE = "mcp_server.stores.tasks.database.DatabaseTaskStore"
 
 
 @mcp_check
@@ -78,7 +76,7 @@ def check_task_store(conf: MCPSettings) -> list[CheckMessage]:
         return [
             Error(
                 f"MCP_SERVER['TASK_STORE_BACKEND'] {conf.TASK_STORE_BACKEND!r} cannot be used: {exc}",
-                hint=f"Use {DATABASE_TASK_STORE} (the default); {NO_CACHE_STORE}.",
+                hint=f"Use {DEFAULTS['TASK_STORE_BACKEND']} (the default); {NO_CACHE_STORE}.",
                 id="mcp_server.E022",
             )
         ]
