@@ -33,8 +33,8 @@ from tests.live import LiveServer, start_server  # noqa: E402
 from tests.raw import messages_of, open_session, rpc  # noqa: E402
 
 BACKENDS = {
-    "database": "mcp_server.ledger.database.DatabaseLedger",
-    "cache": "mcp_server.ledger.cache.CacheLedger",
+    "database": "mcp_server.stores.ledger.database.DatabaseLedger",
+    "cache": "mcp_server.stores.ledger.cache.CacheLedger",
 }
 
 
@@ -128,8 +128,8 @@ def ledger_cost(env: dict[str, str], rounds: int) -> dict[str, float]:
 
     call_command("migrate", verbosity=0)
     from mcp_server.ledger import LedgerRecord, State, request_key
-    from mcp_server.ledger.cache import CacheLedger
-    from mcp_server.ledger.database import DatabaseLedger
+    from mcp_server.stores.ledger.cache import CacheLedger
+    from mcp_server.stores.ledger.database import DatabaseLedger
 
     async def measure(ledger: Any) -> float:
         started = time.perf_counter()
@@ -155,7 +155,9 @@ def event_store_cost(rounds: int, batch: int = 100) -> dict[str, float]:
     from django.core.cache import caches
 
     from mcp_server.ledger.event_writer import EventWriter
-    from mcp_server.ledger.events import CacheEventStore, DatabaseEventStore, EventStore, StoredEvent
+    from mcp_server.stores.events.base import EventStore, StoredEvent
+    from mcp_server.stores.events.cache import CacheEventStore
+    from mcp_server.stores.events.database import DatabaseEventStore
 
     data = '{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}'
 

@@ -28,7 +28,7 @@ DEFAULTS: dict[str, Any] = {
     "PAGE_SIZE": 100,
     "CHANNEL_LAYER": "default",
     "MIDDLEWARE": [],
-    "LEDGER_BACKEND": "mcp_server.ledger.database.DatabaseLedger",
+    "LEDGER_BACKEND": "mcp_server.stores.ledger.database.DatabaseLedger",
     "LEDGER_CACHE_ALIAS": "default",
     "LEDGER_RETENTION": 3600.0,
     "LEDGER_FLUSH_INTERVAL": 0.05,
@@ -65,9 +65,10 @@ DEFAULTS: dict[str, Any] = {
     "TASK_MAX_DURATION": None,
     "MAX_TASKS_PER_OWNER": 20,
     "MAX_TASKS": 500,
+    "TASK_STORE_BACKEND": "mcp_server.stores.tasks.database.DatabaseTaskStore",
     "SSE_RETRY_MS": 1000,
     "SSE_POLL_AFTER": None,
-    "EVENT_STORE_BACKEND": "mcp_server.ledger.events.DatabaseEventStore",
+    "EVENT_STORE_BACKEND": "mcp_server.stores.events.database.DatabaseEventStore",
     "EVENT_STORE_CACHE_ALIAS": "default",
     "EVENT_RETENTION": 600.0,
     "MAX_STREAM_EVENTS": 1000,
@@ -99,6 +100,7 @@ class MCPSettings:
     CHANNEL_LAYER: str
     MIDDLEWARE: list[str]
     LEDGER_BACKEND: str
+    """Import path of the ledger store class (paths from before ``mcp_server.stores`` still accepted)."""
     LEDGER_CACHE_ALIAS: str
     LEDGER_RETENTION: float
     LEDGER_FLUSH_INTERVAL: float
@@ -143,6 +145,8 @@ class MCPSettings:
     """Live tasks one owner may hold (an anonymous owner counted by address; ``None``: no limit)."""
     MAX_TASKS: int | None
     """Live tasks the whole site may hold (every worker, every server; ``None``: no limit)."""
+    TASK_STORE_BACKEND: str
+    """Import path of the task store class (the database's; a cache task store is not offered)."""
     SSE_RETRY_MS: int | None
     """The ``retry:`` hint (milliseconds) of a handshake-era stream's priming event (2025-11-25 and later)."""
     SSE_POLL_AFTER: float | None

@@ -27,9 +27,7 @@ from .core.records import LedgerRecord, request_key
 from .core.stores import bounded, store_timeout
 from .ledger import Ledger, get_ledger
 from .ledger.event_writer import EventWriter
-from .ledger.events import EventStore, get_event_store
 from .ledger.stream_hub import StreamHub
-from .ledger.tasks import DatabaseTaskStore
 from .ledger.upkeep import Holding, Upkeep
 from .ledger.writer import LedgerWriter
 from .protocol.credentials import CredentialWatches
@@ -38,6 +36,8 @@ from .protocol.outbound import OutboundTable
 from .protocol.settlement import ABORTED, RequestTable, aborted_response
 from .protocol.tasks import TaskRunner
 from .sessions import SessionCache, aend_session
+from .stores.events import EventStore, get_event_store
+from .stores.tasks import new_task_store
 from .wire.jsonrpc import RequestId
 from .wire.messages import (
     WORKERS_GROUP,
@@ -119,7 +119,7 @@ class Runtime:
         self.layer: Any = get_channel_layer(self.layer_alias)
         """The Channels layer other workers reach this one through (``None``: this process only)."""
         self.tasks = TaskRunner(
-            DatabaseTaskStore(),
+            new_task_store(),
             worker_id=self.worker_id,
             channel=lambda: self.channel,
             layer=self.layer,

@@ -161,7 +161,7 @@ def test_e011_a_ledger_backend_that_cannot_be_imported() -> None:
 
 def test_w006_the_cache_ledger_on_a_local_memory_cache() -> None:
     """Process-local and evicting: the admin would neither see every worker's requests nor keep them all."""
-    cache_ledger = with_mcp(LEDGER_BACKEND="mcp_server.ledger.cache.CacheLedger")
+    cache_ledger = with_mcp(LEDGER_BACKEND="mcp_server.stores.ledger.cache.CacheLedger")
     local = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     shared = {"default": redis_cache({"socket_timeout": 5, "socket_connect_timeout": 3})}
     assert mcp_ids(MCP_SERVER=cache_ledger, CACHES=local) == ["mcp_server.W006"]
@@ -611,6 +611,47 @@ def test_e020_event_store_backend_must_import() -> None:
 
 
 @pytest.mark.parametrize(
+    "path",
+    [
+        "nowhere.TaskStore",  # does not import
+        "mcp_server.stores.tasks.cache.CacheTaskStore",  # the cache store one might expect: there is none
+        "mcp_server.stores.ledger.database.DatabaseLedger",  # imports, but is no task store
+        "mcp_server.stores.tasks.base.NO_CACHE_STORE",  # not even a class
+        5,
+    ],
+)
+def test_e022_task_store_backend_must_be_a_task_store(path: Any) -> None:
+    with override_settings(MCP_SERVER=with_mcp(TASK_STORE_BACKEND=path)):
+        messages = [m for m in run_checks() if m.id == "mcp_server.E022"]
+    assert [m.is_serious() for m in messages] == [True]
+    assert repr(path) in messages[0].msg
+    assert "a cache task store is not offered" in str(messages[0].hint)
+    assert "mcp_server.stores.tasks.database.DatabaseTaskStore" in str(messages[0].hint)
+
+
+def test_e022_silent_for_the_database_store_and_its_old_path() -> None:
+    assert mcp_ids(MCP_SERVER=with_mcp(TASK_STORE_BACKEND=DEFAULTS["TASK_STORE_BACKEND"])) == []
+    old = "mcp_server.ledger.tasks.DatabaseTaskStore"
+    with pytest.warns(DeprecationWarning, match="TASK_STORE_BACKEND.* is deprecated"):
+        assert mcp_ids(MCP_SERVER=with_mcp(TASK_STORE_BACKEND=old)) == []
+
+
+@pytest.mark.parametrize(
+    ("key", "old"),
+    [
+        ("LEDGER_BACKEND", "mcp_server.ledger.database.DatabaseLedger"),
+        ("EVENT_STORE_BACKEND", "mcp_server.ledger.events.CacheEventStore"),
+    ],
+)
+def test_e011_e020_silent_for_an_old_store_path(key: str, old: str) -> None:
+    from mcp_server.stores import ledger
+
+    ledger._build.cache_clear()  # a ledger built before for the same value gives no second warning
+    with pytest.warns(DeprecationWarning, match=f"{key}.* is deprecated"):
+        assert mcp_ids(MCP_SERVER=with_mcp(**{key: old})) == []
+
+
+@pytest.mark.parametrize(
     "setting",
     [
         {"EVENT_RETENTION": 0},
@@ -630,7 +671,7 @@ def test_e021_stream_settings_out_of_range(setting: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     "setting",
     [
-        {"EVENT_STORE_BACKEND": "mcp_server.ledger.events.CacheEventStore"},
+        {"EVENT_STORE_BACKEND": "mcp_server.stores.events.cache.CacheEventStore"},
         {"SSE_RETRY_MS": None, "SSE_POLL_AFTER": 30, "MAX_STREAM_EVENTS": 10, "EVENT_RETENTION": 60},
     ],
 )
@@ -697,7 +738,7 @@ def test_every_settings_check_is_skipped_by_the_one_guard_when_mcp_server_is_not
 
     from mcp_server.checks.base import GUARDED
 
-    assert len(GUARDED) == 12
+    assert len(GUARDED) == 13
     assert set(GUARDED) <= registry.registered_checks
     with override_settings(MCP_SERVER=["not", "a", "dict"]):
         assert all(check() == [] for check in GUARDED)

@@ -15,14 +15,15 @@ from channels.layers import get_channel_layer
 from django.utils import timezone
 
 from mcp_server.core.context import SessionState
-from mcp_server.core.records import Ledger, request_key
-from mcp_server.ledger.database import DatabaseLedger
+from mcp_server.core.records import request_key
 from mcp_server.models import Session
 from mcp_server.protocol.peer import RequestPeer
 from mcp_server.protocol.serving import start_request
 from mcp_server.protocol.settlement import CANCELLED, CLOSED, PENDING, PendingRequest, aborted_response
 from mcp_server.registry.server import mcp
 from mcp_server.runtime import Runtime
+from mcp_server.stores.ledger.base import Ledger
+from mcp_server.stores.ledger.database import DatabaseLedger
 from mcp_server.wire.jsonrpc import JSONRPCRequest, parse_message
 from mcp_server.wire.messages import (
     AbortRequest,

@@ -17,9 +17,9 @@ from django.http import HttpRequest
 
 from mcp_server.core.context import Context, SessionState
 from mcp_server.core.tasks import TaskRecord
-from mcp_server.ledger.database import DatabaseLedger
 from mcp_server.registry.server import MCPServer
 from mcp_server.runtime import Runtime
+from mcp_server.stores.ledger.database import DatabaseLedger
 from mcp_server.wire.errors import REQUEST_TIMEOUT, TOO_MANY_TASKS, JSONRPCError
 from project.mcp_servers import conformance
 from tests.raw import MODERN

@@ -12,8 +12,8 @@ import pytest
 
 from mcp_server.core.context import Context, SessionState
 from mcp_server.core.tasks import TaskRecord
-from mcp_server.ledger.database import DatabaseLedger
 from mcp_server.runtime import Runtime
+from mcp_server.stores.ledger.database import DatabaseLedger
 from mcp_server.wire.messages import TaskStatus
 from project.mcp_servers import conformance
 from tests.raw import MODERN

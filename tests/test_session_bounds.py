@@ -25,7 +25,6 @@ from django.utils import timezone
 
 from mcp_server.core.records import LedgerRecord, request_key
 from mcp_server.ledger import get_ledger
-from mcp_server.ledger.cache import CacheLedger
 from mcp_server.ledger.upkeep import Holding, Upkeep
 from mcp_server.models import LedgerEntry, Session
 from mcp_server.sessions import (
@@ -40,6 +39,7 @@ from mcp_server.sessions import (
     state_of,
     touch_every,
 )
+from mcp_server.stores.ledger.cache import CacheLedger
 from mcp_server.wire.errors import INVALID_PARAMS, JSONRPCError
 from mcp_server.wire.messages import WORKERS_GROUP, EndSession, parse_event
 from tests.raw import CLIENT_INFO

@@ -19,11 +19,13 @@ from channels.layers import get_channel_layer
 from django.utils import timezone
 
 from ..conf import mcp_settings
+from ..core.records import LedgerRecord
+from ..core.states import State
 from ..core.tasks import CANCELLED
-from ..ledger import LedgerRecord, State, get_ledger
-from ..ledger.tasks import DatabaseTaskStore
 from ..protocol.settlement import ABORT_MESSAGE, aborted_response, outcome_of
 from ..sessions import aend_session
+from ..stores.ledger import get_ledger
+from ..stores.tasks import new_task_store
 from ..wire.messages import (
     WORKERS_GROUP,
     AbortRequest,
@@ -115,7 +117,7 @@ def end_sessions(session_ids: Iterable[str], reason: str = END_REASON) -> list[s
 async def acancel_tasks(task_ids: Iterable[str]) -> list[str]:
     """Cancel these tasks (tasks extension) if they are still live: the store's compare-and-set settles each
     ``cancelled``, then every worker is told to stop it (the one running it does). Returns those cancelled."""
-    store = DatabaseTaskStore()
+    store = new_task_store()
     cancelled = [t for t in task_ids if await store.afinish(t, CANCELLED, message=TASK_CANCEL_MESSAGE)]
     layer = get_channel_layer(mcp_settings.CHANNEL_LAYER)
     if layer is not None:

@@ -21,8 +21,8 @@ from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
 from ..ledger import Ledger, LedgerRecord, State, get_ledger
-from ..ledger.database import DatabaseLedger
 from ..models import LedgerEntry, Session
+from ..stores.ledger.database import DatabaseLedger
 
 __all__ = [
     "HISTORY_MINUTES",

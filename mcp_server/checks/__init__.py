@@ -6,7 +6,7 @@ not a dict only ``mcp_server.E000`` is reported.
 
 - :mod:`.settings`: the ``MCP_SERVER`` dict, requests, sessions, stores' timeouts, cache hints
 - :mod:`.tasks`: the task settings
-- :mod:`.stores`: the ledger and the event store backends
+- :mod:`.stores`: the ledger, event store and task store backends
 - :mod:`.redis`: socket timeouts of a Redis channel layer or cache
 - :mod:`.auth`: authentication classes, anonymous access, OAuth metadata
 - :mod:`.site`: the ASGI application routes an MCP endpoint
@@ -27,7 +27,7 @@ from .settings import (
     check_telemetry,
 )
 from .site import check_asgi_routing, routed_servers
-from .stores import check_event_store, check_ledger_backend
+from .stores import check_event_store, check_ledger_backend, check_task_store
 from .tasks import check_task_bounds, check_task_settings
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "check_store_timeout",
     "check_task_bounds",
     "check_task_settings",
+    "check_task_store",
     "check_telemetry",
     "routed_servers",
 ]

@@ -1,21 +1,24 @@
-"""Checks of the ledger and the event store: ``mcp_server.E011``/``W006`` (``LEDGER_BACKEND``),
-``E020``/``E021`` (``EVENT_STORE_BACKEND`` and the stream settings)."""
+"""Checks of the stores: ``mcp_server.E011``/``W006`` (``LEDGER_BACKEND``), ``E020``/``E021``
+(``EVENT_STORE_BACKEND`` and the stream settings), ``E022`` (``TASK_STORE_BACKEND``)."""
 
 from __future__ import annotations
 
 from django.core.checks import CheckMessage, Error, Warning
+from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from ..conf import MCPSettings
+from ..conf import DEFAULTS, MCPSettings
+from ..stores.loading import backend_path, load_backend
+from ..stores.tasks.base import NO_CACHE_STORE, TaskStore
 from .base import mcp_check, seconds
 
-__all__ = ["check_event_store", "check_ledger_backend"]
+__all__ = ["check_event_store", "check_ledger_backend", "check_task_store"]
 
 
 @mcp_check
 def check_ledger_backend(conf: MCPSettings) -> list[CheckMessage]:
     """E011: ``LEDGER_BACKEND`` cannot be built; W006: as configured, it cannot keep its promises."""
-    from ..ledger import get_ledger
+    from ..stores.ledger import get_ledger
 
     try:
         ledger = get_ledger()
@@ -39,12 +42,13 @@ def check_event_store(conf: MCPSettings) -> list[CheckMessage]:
     try:
         if not isinstance(conf.EVENT_STORE_BACKEND, str):
             raise ImportError("not an import path")
-        import_string(conf.EVENT_STORE_BACKEND)
+        import_string(backend_path("EVENT_STORE_BACKEND", conf.EVENT_STORE_BACKEND))
     except ImportError as exc:
         messages.append(
             Error(
                 f"MCP_SERVER['EVENT_STORE_BACKEND'] {conf.EVENT_STORE_BACKEND!r} cannot be imported: {exc}",
-                hint="Use mcp_server.ledger.events.DatabaseEventStore or CacheEventStore.",
+                hint="Use mcp_server.stores.events.database.DatabaseEventStore or "
+                "mcp_server.stores.events.cache.CacheEventStore.",
                 id="mcp_server.E020",
             )
         )
@@ -61,3 +65,19 @@ def check_event_store(conf: MCPSettings) -> list[CheckMessage]:
         problems.append("SSE_POLL_AFTER must be None or a positive number of seconds")
     messages += [Error(f"MCP_SERVER: {p}.", id="mcp_server.E021") for p in problems]
     return messages
+
+
+@mcp_check
+def check_task_store(conf: MCPSettings) -> list[CheckMessage]:
+    """E022: ``TASK_STORE_BACKEND`` does not import or is not a task store (a cache one is not offered)."""
+    try:
+        load_backend("TASK_STORE_BACKEND", conf.TASK_STORE_BACKEND, TaskStore)
+    except (ImportError, ImproperlyConfigured) as exc:
+        return [
+            Error(
+                f"MCP_SERVER['TASK_STORE_BACKEND'] {conf.TASK_STORE_BACKEND!r} cannot be used: {exc}",
+                hint=f"Use {DEFAULTS['TASK_STORE_BACKEND']} (the default); {NO_CACHE_STORE}.",
+                id="mcp_server.E022",
+            )
+        ]
+    return []

@@ -152,7 +152,8 @@ class Detach(BaseException):
 
 
 class TaskStore(ABC):
-    """Where tasks live, shared by every worker process (the database)."""
+    """Where tasks live, shared by every worker process: the class ``TASK_STORE_BACKEND`` names (the
+    database's, :class:`~mcp_server.stores.tasks.database.DatabaseTaskStore`, is the only one offered)."""
 
     def __init__(self) -> None:
         self._listeners: list[TaskChange] = []

@@ -1,34 +1,14 @@
-"""The request ledger: every request recorded from arrival to settlement, shared by all worker processes.
+"""The request ledger's names from before :mod:`mcp_server.stores`: ``get_ledger`` and the ledger's types,
+re-exported from where they live now (:mod:`mcp_server.stores.ledger`, :mod:`mcp_server.core.records`).
 
-The backend is chosen by import string in ``MCP_SERVER["LEDGER_BACKEND"]``, as Django chooses session
-engines: :class:`~mcp_server.ledger.database.DatabaseLedger` (default; the admin reads it) or
-:class:`~mcp_server.ledger.cache.CacheLedger`.
+The stores moved to :mod:`mcp_server.stores` (``mcp_server.ledger.database``, ``cache``, ``events`` and
+``tasks`` still import, with a ``DeprecationWarning``).
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
-
-from django.utils.module_loading import import_string
-
-from ..conf import mcp_settings
-from ..core.records import DuplicateRequest, Ledger, LedgerRecord, request_key
+from ..core.records import DuplicateRequest, LedgerRecord, request_key
 from ..core.states import State
+from ..stores.ledger import Ledger, get_ledger
 
 __all__ = ["DuplicateRequest", "Ledger", "LedgerRecord", "State", "get_ledger", "request_key"]
-
-
-@lru_cache(maxsize=4)
-def _build(path: str, cache_alias: str, retention: float, lease: float) -> Ledger:
-    backend = import_string(path)
-    return backend({"CACHE_ALIAS": cache_alias, "RETENTION": retention, "LEASE_TIMEOUT": lease})  # type: ignore[no-any-return]
-
-
-def get_ledger() -> Ledger:
-    """The configured ledger backend (one instance per distinct configuration)."""
-    return _build(
-        mcp_settings.LEDGER_BACKEND,
-        mcp_settings.LEDGER_CACHE_ALIAS,
-        float(mcp_settings.LEDGER_RETENTION),
-        float(mcp_settings.LEASE_TIMEOUT),
-    )

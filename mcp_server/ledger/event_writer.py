@@ -17,8 +17,8 @@ import logging
 from django.db import close_old_connections
 
 from ..core.stores import bounded
+from ..stores.events.base import STORE, EventStore, StoredEvent
 from .batching import BatchLoop
-from .events import STORE, EventStore, StoredEvent
 
 __all__ = ["MAX_QUEUED", "EventWriter"]
 

@@ -35,13 +35,14 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from ..conf import mcp_settings
-from ..core.records import Ledger, LedgerRecord
+from ..core.records import LedgerRecord
 from ..core.tasks import TaskStore
 from ..protocol.settlement import CLOSED, closed_response, outcome_of
 from ..protocol.task_bounds import max_duration, overdue_error
 from ..sessions import aexpire_idle_sessions, aprune_ended_sessions, touch_every
+from ..stores.events.base import EventStore, StoredEvent, keys_answered, retention_cutoff
+from ..stores.ledger.base import Ledger
 from ..wire.jsonrpc import encode_reply
-from .events import EventStore, StoredEvent, keys_answered, retention_cutoff
 
 __all__ = [
     "ORPHAN_GAP",

@@ -37,9 +37,10 @@ from typing import Any
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
-from ..core.records import DuplicateRequest, Ledger, LedgerRecord, make_storable
+from ..core.records import DuplicateRequest, LedgerRecord, make_storable
 from ..core.states import State
 from ..core.stores import StoreUnavailable, is_unavailable, store_timeout
+from ..stores.ledger.base import Ledger
 from .batching import BatchLoop
 from .inflight import InFlight
 

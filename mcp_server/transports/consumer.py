@@ -36,9 +36,9 @@ from ..auth import Unauthorized, authenticate_request
 from ..conf import mcp_settings
 from ..core.context import SessionState
 from ..core.stores import StoreUnavailable, bounded, is_unavailable
-from ..ledger.events import parse_event_id
 from ..registry.server import MCPServer
 from ..runtime import Runtime, get_runtime
+from ..stores.events.base import parse_event_id
 from ..wire.asgi import (
     Header,
     body_chunk,

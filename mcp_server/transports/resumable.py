@@ -20,9 +20,9 @@ import contextlib
 import uuid
 
 from ..conf import mcp_settings
-from ..ledger.events import StoredEvent, parse_event_id
 from ..ledger.stream_hub import POLL_INTERVAL
 from ..runtime import Runtime
+from ..stores.events.base import StoredEvent, parse_event_id
 from ..wire.asgi import Send, body_chunk, body_end, response_start
 from . import sse
 from .rules import HTTPProblem

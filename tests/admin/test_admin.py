@@ -261,8 +261,8 @@ def test_change_permission_may_abort(django_user_model: Any) -> None:
 @pytest.fixture(params=["database", "cache"])
 def ledger_backend(request: pytest.FixtureRequest, settings: Any) -> Iterator[str]:
     paths = {
-        "database": "mcp_server.ledger.database.DatabaseLedger",
-        "cache": "mcp_server.ledger.cache.CacheLedger",
+        "database": "mcp_server.stores.ledger.database.DatabaseLedger",
+        "cache": "mcp_server.stores.ledger.cache.CacheLedger",
     }
     caches["default"].clear()
     settings.MCP_SERVER = {**settings.MCP_SERVER, "LEDGER_BACKEND": paths[request.param]}

@@ -18,8 +18,8 @@ from tests.live import LiveServer
 from tests.raw import RawSession, messages_of, open_session, rpc
 
 LEDGERS = {
-    "database-ledger": "mcp_server.ledger.database.DatabaseLedger",
-    "cache-ledger": "mcp_server.ledger.cache.CacheLedger",
+    "database-ledger": "mcp_server.stores.ledger.database.DatabaseLedger",
+    "cache-ledger": "mcp_server.stores.ledger.cache.CacheLedger",
 }
 
 

@@ -41,8 +41,8 @@ CLOSED_BY_DELETE = "Connection closed: session terminated by the client"
 DEAD_WORKER = "Connection closed: the worker serving it stopped"
 KILL_LEASE = 1.0
 """``LEASE_TIMEOUT`` of the worker that gets killed and of its survivor."""
-DB_LEDGER = "mcp_server.ledger.database.DatabaseLedger"
-CACHE_LEDGER = "mcp_server.ledger.cache.CacheLedger"
+DB_LEDGER = "mcp_server.stores.ledger.database.DatabaseLedger"
+CACHE_LEDGER = "mcp_server.stores.ledger.cache.CacheLedger"
 
 
 # -- services and servers -------------------------------------------------------------------------------

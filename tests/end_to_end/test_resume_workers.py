@@ -29,8 +29,8 @@ from tests.transports.test_resumable import call, check_rest, events_of
 pytestmark = pytest.mark.asyncio
 
 KILL_LEASE = 1.0
-DB_EVENTS = "mcp_server.ledger.events.DatabaseEventStore"
-CACHE_EVENTS = "mcp_server.ledger.events.CacheEventStore"
+DB_EVENTS = "mcp_server.stores.events.database.DatabaseEventStore"
+CACHE_EVENTS = "mcp_server.stores.events.cache.CacheEventStore"
 DEAD_WORKER = "Connection closed: the worker serving it stopped"
 
 

@@ -38,7 +38,7 @@ STORE_TIMEOUT = 1.0
 REQUEST_TIMEOUT = 6.0
 BOUND = REQUEST_TIMEOUT + 2.0
 """Every response must come within the deadline plus this margin; the waits below give up after it."""
-CACHE_LEDGER = "mcp_server.ledger.cache.CacheLedger"
+CACHE_LEDGER = "mcp_server.stores.ledger.cache.CacheLedger"
 COMMON = {
     "RESPONSE_MODE": "json",
     "STORE_TIMEOUT": STORE_TIMEOUT,

@@ -45,8 +45,8 @@ class Workers:
 
 
 LEDGERS = {
-    "db": "mcp_server.ledger.database.DatabaseLedger",
-    "cache": "mcp_server.ledger.cache.CacheLedger",
+    "db": "mcp_server.stores.ledger.database.DatabaseLedger",
+    "cache": "mcp_server.stores.ledger.cache.CacheLedger",
 }
 
 

@@ -14,9 +14,9 @@ from django.db import OperationalError
 from django.utils import timezone
 
 from mcp_server.ledger import DuplicateRequest, Ledger, LedgerRecord, State, request_key
-from mcp_server.ledger.cache import CacheLedger
-from mcp_server.ledger.database import DatabaseLedger
 from mcp_server.models import Session
+from mcp_server.stores.ledger.cache import CacheLedger
+from mcp_server.stores.ledger.database import DatabaseLedger
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -10,17 +10,12 @@ from django.core.cache import caches
 from django.utils import timezone
 
 from mcp_server.core.records import LedgerRecord, request_key
-from mcp_server.ledger.database import DatabaseLedger
 from mcp_server.ledger.event_writer import EventWriter
-from mcp_server.ledger.events import (
-    CacheEventStore,
-    DatabaseEventStore,
-    EventStore,
-    StoredEvent,
-    keys_answered,
-    parse_event_id,
-)
 from mcp_server.ledger.upkeep import ORPHAN_GAP, ORPHAN_REASON, Upkeep
+from mcp_server.stores.events.base import EventStore, StoredEvent, keys_answered, parse_event_id
+from mcp_server.stores.events.cache import CacheEventStore
+from mcp_server.stores.events.database import DatabaseEventStore
+from mcp_server.stores.ledger.database import DatabaseLedger
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

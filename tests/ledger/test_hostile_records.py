@@ -23,7 +23,6 @@ from django.utils import timezone
 from mcp_server.core.records import (
     KEY_LENGTH,
     NAME_LENGTH,
-    Ledger,
     LedgerRecord,
     long_id_of,
     request_key,
@@ -31,11 +30,12 @@ from mcp_server.core.records import (
     storable_outcome,
 )
 from mcp_server.core.states import State
-from mcp_server.ledger.cache import CacheLedger
-from mcp_server.ledger.database import DatabaseLedger
 from mcp_server.ledger.writer import MAX_ATTEMPTS, LedgerWriter
 from mcp_server.models import LedgerEntry
 from mcp_server.protocol.settlement import ANSWERED, PendingRequest, RequestTable
+from mcp_server.stores.ledger.base import Ledger
+from mcp_server.stores.ledger.cache import CacheLedger
+from mcp_server.stores.ledger.database import DatabaseLedger
 from mcp_server.wire.errors import INTERNAL_ERROR, INVALID_REQUEST, JSONRPCError
 from mcp_server.wire.jsonrpc import (
     MAX_INT_ID,

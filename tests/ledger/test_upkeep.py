@@ -12,11 +12,12 @@ from django.core.cache import caches
 from django.test import override_settings
 from django.utils import timezone
 
-from mcp_server.core.records import Ledger, LedgerRecord, request_key
-from mcp_server.ledger.cache import CacheLedger
-from mcp_server.ledger.database import DatabaseLedger
+from mcp_server.core.records import LedgerRecord, request_key
 from mcp_server.ledger.upkeep import STRAY_REASON, Holding, Upkeep
 from mcp_server.models import LedgerEntry
+from mcp_server.stores.ledger.base import Ledger
+from mcp_server.stores.ledger.cache import CacheLedger
+from mcp_server.stores.ledger.database import DatabaseLedger
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -19,12 +19,12 @@ from django.core.cache import caches
 from django.db import OperationalError
 from django.utils import timezone
 
-from mcp_server.core.records import DuplicateRequest, Ledger, LedgerRecord, request_key
+from mcp_server.core.records import DuplicateRequest, LedgerRecord, request_key
 from mcp_server.core.states import State
-from mcp_server.ledger.cache import CacheLedger
-from mcp_server.ledger.database import DatabaseLedger
-from mcp_server.ledger.inflight import InFlight
 from mcp_server.ledger.writer import LedgerWriter
+from mcp_server.stores.ledger.base import ClaimedBatch, Ledger
+from mcp_server.stores.ledger.cache import CacheLedger
+from mcp_server.stores.ledger.database import DatabaseLedger
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -82,7 +82,7 @@ class InstrumentedDatabase(Instrumented, DatabaseLedger):
     error = OperationalError
 
     def write_claimed(
-        self, inserts: list[LedgerRecord], keys: list[int], updates: list[LedgerRecord], flight: InFlight
+        self, inserts: list[LedgerRecord], keys: list[int], updates: list[LedgerRecord], flight: ClaimedBatch
     ) -> tuple[list[LedgerRecord], set[int]]:
         self.committing.active = True
         try:

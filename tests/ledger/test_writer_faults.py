@@ -17,9 +17,9 @@ import pytest
 from django.core.cache import caches
 
 from mcp_server.core.records import LedgerRecord, request_key
-from mcp_server.ledger.cache import CacheLedger
-from mcp_server.ledger.database import DatabaseLedger
 from mcp_server.ledger.writer import LedgerWriter
+from mcp_server.stores.ledger.cache import CacheLedger
+from mcp_server.stores.ledger.database import DatabaseLedger
 from tests.ledger.test_writer import (
     Instrumented,
     InstrumentedCache,

@@ -27,8 +27,8 @@ from tests.live import (
 )
 
 LEDGERS = {
-    "database": "mcp_server.ledger.database.DatabaseLedger",
-    "cache": "mcp_server.ledger.cache.CacheLedger",
+    "database": "mcp_server.stores.ledger.database.DatabaseLedger",
+    "cache": "mcp_server.stores.ledger.cache.CacheLedger",
 }
 
 
@@ -84,7 +84,7 @@ from asgiref.sync import async_to_sync
 from django.utils import timezone
 
 from mcp_server.ledger import LedgerRecord, get_ledger
-from mcp_server.ledger.cache import CacheLedger
+from mcp_server.stores.ledger.cache import CacheLedger
 from mcp_server.models import LedgerEntry
 
 ledger = get_ledger()

@@ -19,13 +19,13 @@ from mcp_server.core.context import Context, SessionState
 from mcp_server.core.records import LedgerRecord
 from mcp_server.core.rounds import round_token
 from mcp_server.core.states import State
-from mcp_server.ledger.cache import CacheLedger
-from mcp_server.ledger.database import DatabaseLedger
 from mcp_server.models import LedgerEntry
 from mcp_server.protocol.serving import start_request
 from mcp_server.protocol.settlement import PendingRequest, outcome_of
 from mcp_server.registry.server import MCPServer
 from mcp_server.runtime import Runtime
+from mcp_server.stores.ledger.cache import CacheLedger
+from mcp_server.stores.ledger.database import DatabaseLedger
 from mcp_server.wire.jsonrpc import JSONRPCRequest
 from tests.peers import RecordingPeer
 from tests.raw import wait_for

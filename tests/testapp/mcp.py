@@ -369,8 +369,8 @@ async def raw_ledger_records(params: dict[str, Any], ctx: Context) -> dict[str, 
     (database or cache ledger): what the hostile-input tests check was recorded."""
     from asgiref.sync import sync_to_async
 
-    from mcp_server.ledger.cache import CacheLedger
-    from mcp_server.ledger.database import DatabaseLedger
+    from mcp_server.stores.ledger.cache import CacheLedger
+    from mcp_server.stores.ledger.database import DatabaseLedger
 
     runtime = ctx.runtime
     assert runtime is not None

@@ -16,9 +16,9 @@ from django.core.cache import caches
 
 from mcp_server.core.context import SessionState
 from mcp_server.core.records import request_key
-from mcp_server.ledger.cache import CacheLedger
 from mcp_server.registry.server import mcp
 from mcp_server.runtime import Runtime
+from mcp_server.stores.ledger.cache import CacheLedger
 from mcp_server.transports.exchange import PostExchange
 from mcp_server.wire.jsonrpc import IncomingMessage, parse_message
 from mcp_server.wire.messages import EndSession

@@ -33,8 +33,8 @@ from tests.raw import RawSession, content_type, open_session, rpc
 
 SURROGATE = "\ud800"
 BATCH_VERSION = "2025-03-26"
-DB_LEDGER = "mcp_server.ledger.database.DatabaseLedger"
-CACHE_LEDGER = "mcp_server.ledger.cache.CacheLedger"
+DB_LEDGER = "mcp_server.stores.ledger.database.DatabaseLedger"
+CACHE_LEDGER = "mcp_server.stores.ledger.cache.CacheLedger"
 
 
 def strict_json(data: bytes) -> Any:

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from mcp_server.ledger.database import DatabaseLedger
 from mcp_server.runtime import Runtime
+from mcp_server.stores.ledger.database import DatabaseLedger
 from mcp_server.transports import sse
 from mcp_server.transports.resumable import UNKNOWN_GRACE, EventLog, serve_resumed
 from mcp_server.transports.rules import HTTPProblem

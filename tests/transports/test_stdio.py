@@ -40,8 +40,8 @@ from tests.raw import rpc
 
 TIMEOUT = 20.0
 LEDGERS = {
-    "database-ledger": "mcp_server.ledger.database.DatabaseLedger",
-    "cache-ledger": "mcp_server.ledger.cache.CacheLedger",
+    "database-ledger": "mcp_server.stores.ledger.database.DatabaseLedger",
+    "cache-ledger": "mcp_server.stores.ledger.cache.CacheLedger",
 }
 COMMAND = ["manage.py", "mcp_stdio"]
 INITIALIZE = {

@@ -14,10 +14,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from mcp_server.conf import mcp_settings
-from mcp_server.ledger import get_ledger
-from mcp_server.ledger.events import get_event_store, retention_cutoff
-from mcp_server.ledger.tasks import DatabaseTaskStore
 from mcp_server.ledger.upkeep import Upkeep
+from mcp_server.stores.events import get_event_store
+from mcp_server.stores.events.base import retention_cutoff
+from mcp_server.stores.ledger import get_ledger
+from mcp_server.stores.tasks import new_task_store
 
 
 def _seconds(value: float | None, option: str) -> float | None:
@@ -71,7 +72,7 @@ class Command(BaseCommand):
     async def _run(self, retention: float, session_retention: float | None, sessions: bool) -> dict[str, int]:
         now = timezone.now()
         events = get_event_store()
-        upkeep = Upkeep(get_ledger(), worker_id="mcp_prune", tasks=DatabaseTaskStore(), events=events)
+        upkeep = Upkeep(get_ledger(), worker_id="mcp_prune", tasks=new_task_store(), events=events)
         orphans = await upkeep.settle_orphans(now)  # (their -32000 is written to their streams too)
         pruned = await upkeep.ledger.aprune(now - timedelta(seconds=retention))
         counts = {
