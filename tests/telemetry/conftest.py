@@ -17,9 +17,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from mcp_server.core.context import SessionState
-from mcp_server.ledger.cache import CacheLedger
 from mcp_server.registry.server import mcp
 from mcp_server.runtime import Runtime
+from mcp_server.stores.ledger.cache import CacheLedger
 from mcp_server.telemetry.otel import OTelTelemetry
 from mcp_server.transports.exchange import PostExchange
 from mcp_server.wire.jsonrpc import IncomingMessage, parse_message
