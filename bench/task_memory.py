@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.bench import rss_kib  # noqa: E402
-from tests.live import LiveServer, start_server  # noqa: E402
-from tests.raw import messages_of, rpc, sessionless_headers, sessionless_meta  # noqa: E402
+from tests.support.live import LiveServer, start_server  # noqa: E402
+from tests.support.raw import messages_of, rpc, sessionless_headers, sessionless_meta  # noqa: E402
 
 CAPABILITIES: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {}}
 

@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.live import LiveServer
-from tests.raw import CLIENT_INFO, RawSession, open_session, rpc
+from tests.support.live import LiveServer
+from tests.support.raw import CLIENT_INFO, RawSession, open_session, rpc
 
 IDLE_TIMEOUT = 60
 

@@ -15,9 +15,16 @@ import httpx
 import pytest
 
 from mcp_server.wire.errors import CONNECTION_CLOSED, REQUEST_ABORTED
-from tests.admin_helpers import admin_client, admin_log, create_superuser, pending_rows, query, run_action
-from tests.live import LiveServer
-from tests.raw import RawSession, messages_of, open_session, rpc, sessionless_headers, sessionless_meta
+from tests.support.admin import admin_client, admin_log, create_superuser, pending_rows, query, run_action
+from tests.support.live import LiveServer
+from tests.support.raw import (
+    RawSession,
+    messages_of,
+    open_session,
+    rpc,
+    sessionless_headers,
+    sessionless_meta,
+)
 
 SLOW = {"name": "slow", "arguments": {"seconds": 30}}
 

@@ -24,9 +24,9 @@ from playwright.sync_api import Page, expect, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from mcp_server.wire.errors import REQUEST_ABORTED
-from tests.admin_helpers import PASSWORD, admin_log, create_superuser, pending_rows, shell
-from tests.live import ROOT, LiveServer
-from tests.raw import open_session, rpc
+from tests.support.admin import PASSWORD, admin_log, create_superuser, pending_rows, shell
+from tests.support.live import ROOT, LiveServer
+from tests.support.raw import open_session, rpc
 
 pytestmark = pytest.mark.browser
 

@@ -31,9 +31,16 @@ import websockets
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.live import ROOT, free_port, postgres_database, require_services, stop_process, wait_for_port
-from tests.raw import wait_for
-from tests.stores import throwaway_redis
+from tests.support.live import (
+    ROOT,
+    free_port,
+    postgres_database,
+    require_services,
+    stop_process,
+    wait_for_port,
+)
+from tests.support.raw import wait_for
+from tests.support.stores import throwaway_redis
 
 DEPLOY_COMMAND = "uvicorn mysite.asgi:application --workers 2 --host 127.0.0.1 --port 8000"
 """The README's production command line (section *Deploying*), with ``mysite`` and the port replaced."""

@@ -12,8 +12,8 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from tests.live import LiveServer, require_services, two_workers
-from tests.raw import wait_for
+from tests.support.live import LiveServer, require_services, two_workers
+from tests.support.raw import wait_for
 from tests.transports.test_listen import SUBSCRIPTION, listening, notify
 
 pytestmark = pytest.mark.asyncio

@@ -22,15 +22,15 @@ import httpx
 import psycopg
 import pytest
 
-from tests.live import REDIS_URL as TEST_REDIS_URL
-from tests.live import (
+from tests.support.live import REDIS_URL as TEST_REDIS_URL
+from tests.support.live import (
     LiveServer,
     postgres_database,
     redis_namespace,
     require_services,
     start_server,
 )
-from tests.raw import messages_of, rpc, sse_events
+from tests.support.raw import messages_of, rpc, sse_events
 
 ACCEPT_BOTH = "application/json, text/event-stream"
 LATEST = "2025-11-25"

@@ -42,7 +42,6 @@ from channels_redis.core import RedisChannelLayer
 from psycopg.rows import dict_row
 
 from mcp_server.wire.messages import AbortRequest, AbortResult, parse_event, to_event
-from tests.admin_helpers import admin_client, create_superuser
 from tests.end_to_end.test_multiprocess import (
     BATCH_VERSION,
     CACHE_LEDGER,
@@ -52,14 +51,15 @@ from tests.end_to_end.test_multiprocess import (
     request_key,
     wait_for,
 )
-from tests.live import (
+from tests.support.admin import admin_client, create_superuser
+from tests.support.live import (
     REDIS_URL,
     LiveServer,
     require_services,
     shared_site,
     start_server,
 )
-from tests.raw import content_type, messages_of, rpc
+from tests.support.raw import content_type, messages_of, rpc
 
 LEASE = 2.0
 """``LEASE_TIMEOUT`` of every worker here: a killed worker's requests are settled within a few seconds."""

@@ -25,9 +25,9 @@ from mcp import Client
 from playwright.sync_api import expect, sync_playwright
 
 from tests.admin.test_browser import CHROMIUM, CHROMIUM_ARGS
-from tests.auth_helpers import sdk_client
-from tests.live import ROOT, free_port, stop_process, wait_for_port
-from tests.raw import initialize, wait_for
+from tests.support.auth import sdk_client
+from tests.support.live import ROOT, free_port, stop_process, wait_for_port
+from tests.support.raw import initialize, wait_for
 
 SITE = "newsite"
 ADMIN_PASSWORD = "new-site-admin-password"

@@ -21,9 +21,9 @@ import httpx
 import psycopg
 import pytest
 
-from tests.live import REDIS_URL as TEST_REDIS_URL
-from tests.live import LiveServer, postgres_database, redis_namespace, require_services, start_server
-from tests.raw import RawSession, open_session
+from tests.support.live import REDIS_URL as TEST_REDIS_URL
+from tests.support.live import LiveServer, postgres_database, redis_namespace, require_services, start_server
+from tests.support.raw import RawSession, open_session
 from tests.transports.test_resumable import call, check_rest, events_of
 
 pytestmark = pytest.mark.asyncio

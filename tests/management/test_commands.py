@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.live import (
+from tests.support.live import (
     REDIS_URL,
     ROOT,
     base_env,
@@ -40,8 +40,8 @@ def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def shell(env: dict[str, str], code: str) -> Any:
-    """Run ``code`` as ``manage.py shell -c`` does (``tests.live.run_shell``); returns the JSON it prints
-    last."""
+    """Run ``code`` as ``manage.py shell -c`` does (``tests.support.live.run_shell``); returns the JSON it
+    prints last."""
     return json.loads(run_shell(env, code).stdout.strip().splitlines()[-1])
 
 

@@ -24,10 +24,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import Implementation
 
 from mcp_server.oauth.scopes import describe
-from tests.live import LiveServer
-from tests.oauth.helpers import Browser, make_user, manage, shell, start_oauth_server
-from tests.oauth.signin import SignIn
-from tests.raw import initialize
+from tests.support.live import LiveServer
+from tests.support.oauth import Browser, make_user, manage, shell, start_oauth_server
+from tests.support.raw import initialize
+from tests.support.signin import SignIn
 
 APPS = "/oauth/apps/"
 

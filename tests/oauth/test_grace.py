@@ -11,10 +11,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.live import LiveServer
-from tests.oauth.helpers import Browser, start_oauth_server
-from tests.oauth.raw_oauth import client_id, exchange, get_code
-from tests.raw import initialize
+from tests.support.live import LiveServer
+from tests.support.oauth import Browser, start_oauth_server
+from tests.support.raw import initialize
+from tests.support.raw_oauth import client_id, exchange, get_code
 
 WINDOW = 1.0
 """The test site's grace window, in seconds (the default is 10)."""

@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.live import base_env, migrated_template, run_shell, start_server
-from tests.oauth.helpers import ON, shell
+from tests.support.live import base_env, migrated_template, run_shell, start_server
+from tests.support.oauth import ON, shell
 
 SETUP = """
 from datetime import timedelta
@@ -67,7 +67,7 @@ def initialize_sync(http: httpx.Client, url: str) -> int:
 
 @pytest.mark.parametrize("hooks", [[], ["no.such.hook"]])
 def test_upkeep_hooks_can_be_turned_off_and_are_checked(hooks: list[str]) -> None:
-    from tests.live import manage_py_check
+    from tests.support.live import manage_py_check
 
     env = base_env(Path("/dev/null"), {"UPKEEP_HOOKS": hooks}, **ON)
     done = manage_py_check(env)

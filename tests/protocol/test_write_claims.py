@@ -1,7 +1,7 @@
 """A write's claim on its answer (``Context.claim_answer``), in process, on both ledgers, against every way a
 request can end: a write and its request's settlement agree.
 
-Worker A holds a ``tools/call`` of ``held_write`` (tests/settlement_helpers.py): one transaction creates an
+Worker A holds a ``tools/call`` of ``held_write`` (tests/support/settlement.py): one transaction creates an
 author and claims the request's answer. Worker B cancels the request, ends its session, aborts it for an
 operator, or A's own deadline passes (the harness of tests/protocol/test_settlement_races.py):
 
@@ -29,8 +29,8 @@ from django.utils import timezone
 from mcp_server.ledger import State, get_ledger
 from mcp_server.wire.errors import CONNECTION_CLOSED, RequestSettled
 from project.catalogue.models import Author
-from tests.services_rerun import expected_tests, rerun_on_services
-from tests.settlement_helpers import (
+from tests.support.services_rerun import expected_tests, rerun_on_services
+from tests.support.settlement import (
     ANSWERED,
     BACKENDS,
     ORPHAN_OUTCOME,

@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from mcp_server.transports.body_limit import LINGER, limited_path
-from tests.live import ROOT, LiveServer, base_env, free_port, migrated_template, wait_for_port
-from tests.raw import mcp_headers, rpc
+from tests.support.live import ROOT, LiveServer, base_env, free_port, migrated_template, wait_for_port
+from tests.support.raw import mcp_headers, rpc
 
 LIMIT = 65536
 CHUNK = 16 * 1024

@@ -16,10 +16,10 @@ import pytest
 from mcp import Client
 from mcp.shared.subscriptions import PromptsListChanged, ToolsListChanged
 
-from tests.admin_helpers import query
-from tests.live import LiveServer
-from tests.raw import MODERN, messages_of, rpc, sessionless_headers, sessionless_meta, wait_for
-from tests.tasks_helpers import WITH_TASKS, TaskClient
+from tests.support.admin import query
+from tests.support.live import LiveServer
+from tests.support.raw import MODERN, messages_of, rpc, sessionless_headers, sessionless_meta, wait_for
+from tests.support.tasks import WITH_TASKS, TaskClient
 
 pytestmark = pytest.mark.asyncio
 

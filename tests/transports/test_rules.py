@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.live import LiveServer
-from tests.raw import (
+from tests.support.live import LiveServer
+from tests.support.raw import (
     CLIENT_INFO,
     LATEST,
     RawSession,

@@ -28,15 +28,15 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from tests.live import REDIS_URL as TEST_REDIS_URL
-from tests.live import (
+from tests.support.live import REDIS_URL as TEST_REDIS_URL
+from tests.support.live import (
     ROOT,
     base_env,
     migrated_template,
     redis_namespace,
     require_services,
 )
-from tests.raw import rpc
+from tests.support.raw import rpc
 
 TIMEOUT = 20.0
 LEDGERS = {
@@ -643,7 +643,9 @@ async def test_server_requests_and_notifications_go_out_on_stdout(start: Any) ->
 async def test_startup_output_goes_to_stderr_and_stdin_reads_as_empty(start: Any) -> None:
     """README: output still buffered when the command starts (Python not unbuffered) is moved to stderr;
     stdin is kept for the protocol and handlers reading fd 0 get end of file (/dev/null)."""
-    raw: RawStdio = await start("--server", "tests.stdio_noise.server", env={"PYTHONUNBUFFERED": None})
+    raw: RawStdio = await start(
+        "--server", "tests.support.stdio_noise.server", env={"PYTHONUNBUFFERED": None}
+    )
     await raw.initialize()  # the first line on stdout is the protocol's: the print went elsewhere
     probe = await raw.request(call(1, "stdio_read_stdin"))
     assert probe["result"]["structuredContent"] == {"result": ""}

@@ -1,12 +1,12 @@
-"""A long-lived ``manage.py shell -c`` for the tests (``tests.live.run_shell``): pays Python's and Django's
-start-up once per environment, then runs each snippet in a fork of itself.
+"""A long-lived ``manage.py shell -c`` for the tests (``tests.support.live.run_shell``): pays Python's and
+Django's start-up once per environment, then runs each snippet in a fork of itself.
 
-Run as ``python -m tests.shell_runner`` from the project's root, with the environment ``manage.py`` would
-have. It sets Django up once, as ``manage.py`` does, then reads snippets from stdin and, for each, forks: the
-child runs ``manage.py shell -c <snippet>`` (Django's own command, in-process) with its stdout and stderr
-(file descriptors 1 and 2) on files of their own, closes its database connections and exits as a process
-does (non-daemon threads joined, ``atexit`` run; an exception's traceback on its stderr, exit code 1). So a
-snippet sees the process ``manage.py shell -c`` would be right after start-up, nothing a previous snippet
+Run as ``python -m tests.support.shell_runner`` from the project's root, with the environment ``manage.py``
+would have. It sets Django up once, as ``manage.py`` does, then reads snippets from stdin and, for each,
+forks: the child runs ``manage.py shell -c <snippet>`` (Django's own command, in-process) with its stdout and
+stderr (file descriptors 1 and 2) on files of their own, closes its database connections and exits as a
+process does (non-daemon threads joined, ``atexit`` run; an exception's traceback on its stderr, exit code 1).
+So a snippet sees the process ``manage.py shell -c`` would be right after start-up, nothing a previous snippet
 left in memory, and no connection or lock outlives it. The reply is its exit code, stdout and stderr.
 
 Frames on stdin and stdout are a 4-byte big-endian length, then that many bytes: the snippet (UTF-8) in,

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 PORTS_PER_PROCESS = 2000
@@ -120,14 +120,15 @@ def manage_py_check(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 
 class ShellRunner:
-    """A ``python -m tests.shell_runner`` for one environment: runs ``manage.py shell -c`` snippets, one at a
-    time, each in a fresh fork of a process that has set Django up (``tests/shell_runner.py``)."""
+    """A ``python -m tests.support.shell_runner`` for one environment: runs ``manage.py shell -c`` snippets,
+    one at a time, each in a fresh fork of a process that has set Django up
+    (``tests/support/shell_runner.py``)."""
 
     def __init__(self, env: Mapping[str, str]) -> None:
         self.lock = threading.Lock()
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 (the runner's own stderr: why it died, if it did)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.shell_runner"],
+            [sys.executable, "-m", "tests.support.shell_runner"],
             cwd=ROOT,
             env=dict(env),
             stdin=subprocess.PIPE,
@@ -137,7 +138,7 @@ class ShellRunner:
         )
 
     def run(self, code: str, timeout: float) -> subprocess.CompletedProcess[str]:
-        from tests.shell_runner import HEADER
+        from tests.support.shell_runner import HEADER
 
         assert self.process.stdin is not None
         assert self.process.stdout is not None

@@ -14,7 +14,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.live import ROOT, LiveServer, run_shell
+from tests.support.live import ROOT, LiveServer, run_shell
 
 
 def make_fixtures(server: LiveServer) -> dict[str, Any]:
@@ -25,7 +25,8 @@ def make_fixtures(server: LiveServer) -> dict[str, Any]:
 
 
 def shell(server: LiveServer, code: str) -> str:
-    """``manage.py shell -c code`` against the server's database (``tests.live.run_shell``): its stdout."""
+    """``manage.py shell -c code`` against the server's database (``tests.support.live.run_shell``): its
+    stdout."""
     return run_shell(server.env, code).stdout
 
 

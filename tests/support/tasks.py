@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from tests.raw import messages_of, rpc, sessionless_headers, sessionless_meta
+from tests.support.raw import messages_of, rpc, sessionless_headers, sessionless_meta
 
 TASKS = "io.modelcontextprotocol/tasks"
 WITH_TASKS: dict[str, Any] = {"extensions": {TASKS: {}}, "elicitation": {}}

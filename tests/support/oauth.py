@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
-from tests.live import ROOT, LiveServer, run_shell, start_server
+from tests.support.live import ROOT, LiveServer, run_shell, start_server
 
 ON = {"MCP_DEMO_OAUTH": "1"}
 """The environment that turns the demo's authorization server on (project/settings.py)."""
@@ -42,7 +42,8 @@ def make_user(server: LiveServer, name: str, **fields: Any) -> None:
 
 
 def shell(server: LiveServer, code: str) -> str:
-    """``manage.py shell -c code`` against the server's database (``tests.live.run_shell``): its stdout."""
+    """``manage.py shell -c code`` against the server's database (``tests.support.live.run_shell``): its
+    stdout."""
     return run_shell(server.env, code).stdout
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from tests.live import LiveServer
+from tests.support.live import LiveServer
 
 ACCEPT_BOTH = "application/json, text/event-stream"
 LATEST = "2025-11-25"
