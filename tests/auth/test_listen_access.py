@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from tests.support.auth import bearer, make_fixtures, manage
+from tests.support.listen import SUBSCRIPTION, listening, notify
 from tests.support.live import LiveServer
 from tests.support.tasks import WITH_TASKS, TaskClient
-from tests.transports.test_listen import SUBSCRIPTION, listening, notify
 
 pytestmark = pytest.mark.asyncio
 

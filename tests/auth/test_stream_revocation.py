@@ -26,9 +26,9 @@ from mcp_server.auth.models import AccessToken
 from mcp_server.protocol.credentials import CredentialWatches, same_credential
 from tests.support.admin import admin_client, create_superuser, run_action
 from tests.support.auth import bearer, http_client, make_fixtures, manage, shell
+from tests.support.listen import Stream, listening, notify
 from tests.support.live import LiveServer, shared_site, start_server
 from tests.support.raw import open_session, sse_events
-from tests.transports.test_listen import Stream, listening, notify
 
 pytestmark = pytest.mark.asyncio
 

@@ -17,7 +17,7 @@ from mcp_server.sessions import EXPIRED_REASON
 from mcp_server.wire.errors import INVALID_PARAMS
 from tests.support.live import LiveServer
 from tests.support.raw import error_of, initialize, mcp_headers, open_session, rpc, wait_for
-from tests.test_sessions import backdate, database_file
+from tests.support.sessions import backdate, database_file
 
 
 @pytest.fixture

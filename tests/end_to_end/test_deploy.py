@@ -284,7 +284,7 @@ async def test_the_live_page_websocket_answers_under_uvicorn(deployed: Deployed)
 def new_site_deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
     """``startproject``, the README's installation steps, its production block with this machine's stores
     filled in, the release commands, then the documented command line."""
-    from tests.end_to_end.test_new_site import SITE, build_site, readme_blocks, run, site_env
+    from tests.support.new_site import SITE, build_site, readme_blocks, run, site_env
 
     require_services()
     directory = build_site(tmp_path_factory.mktemp("deploy-new-site") / "site", protected=False)

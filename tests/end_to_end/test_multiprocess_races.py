@@ -42,15 +42,6 @@ from channels_redis.core import RedisChannelLayer
 from psycopg.rows import dict_row
 
 from mcp_server.wire.messages import AbortRequest, AbortResult, parse_event, to_event
-from tests.end_to_end.test_multiprocess import (
-    BATCH_VERSION,
-    CACHE_LEDGER,
-    DB_LEDGER,
-    McpSession,
-    open_session,
-    request_key,
-    wait_for,
-)
 from tests.support.admin import admin_client, create_superuser
 from tests.support.live import (
     REDIS_URL,
@@ -58,6 +49,15 @@ from tests.support.live import (
     require_services,
     shared_site,
     start_server,
+)
+from tests.support.multiprocess import (
+    BATCH_VERSION,
+    CACHE_LEDGER,
+    DB_LEDGER,
+    McpSession,
+    open_session,
+    request_key,
+    wait_for,
 )
 from tests.support.raw import content_type, messages_of, rpc
 

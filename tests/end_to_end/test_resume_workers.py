@@ -24,7 +24,7 @@ import pytest
 from tests.support.live import REDIS_URL as TEST_REDIS_URL
 from tests.support.live import LiveServer, postgres_database, redis_namespace, require_services, start_server
 from tests.support.raw import RawSession, open_session
-from tests.transports.test_resumable import call, check_rest, events_of
+from tests.support.resumable import call, check_rest, events_of
 
 pytestmark = pytest.mark.asyncio
 

@@ -20,7 +20,7 @@ from mcp_server.core.records import LedgerRecord, request_key
 from mcp_server.ledger.cache import CacheLedger
 from mcp_server.ledger.database import DatabaseLedger
 from mcp_server.ledger.writer import LedgerWriter
-from tests.ledger.test_writer import (
+from tests.support.writer import (
     Instrumented,
     InstrumentedCache,
     InstrumentedDatabase,

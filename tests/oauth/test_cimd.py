@@ -269,7 +269,7 @@ def test_the_consent_page_in_chromium_renders_and_deny_goes_back(
 ) -> None:
     from playwright.sync_api import Route, sync_playwright
 
-    from tests.admin.test_browser import CHROMIUM, CHROMIUM_ARGS
+    from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
     from tests.support.oauth import PASSWORD
 
     if not CHROMIUM.exists():

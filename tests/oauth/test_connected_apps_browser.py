@@ -16,7 +16,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from tests.admin.test_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.support.live import ROOT, LiveServer
 from tests.support.oauth import PASSWORD, start_oauth_server
 from tests.support.raw import initialize

@@ -37,7 +37,7 @@ from tests.support.hostile import (
 )
 from tests.support.live import ROOT, LiveServer, migrated_template, shared_site, start_server
 from tests.support.raw import content_type, open_session, rpc
-from tests.transports.test_stdio import COMMAND, INITIALIZE, stdio_env
+from tests.support.stdio import COMMAND, INITIALIZE, stdio_env
 
 BATCH_VERSION = "2025-03-26"
 TIMEOUT = 20.0

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.support.raw import rpc
-from tests.transports.test_stdio import RawStdio, database, rows, start, template
+from tests.support.stdio import RawStdio, database, rows, start, template
 
 pytestmark = pytest.mark.asyncio
 

@@ -26,7 +26,7 @@ from tests.support.raw import (
     parse_sse,
     rpc,
 )
-from tests.transports.test_body_limit import read_response
+from tests.support.sockets import read_response
 
 
 @pytest.fixture
