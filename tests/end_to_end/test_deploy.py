@@ -39,8 +39,8 @@ from tests.support.live import (
     stop_process,
     wait_for_port,
 )
-from tests.support.raw import wait_for
 from tests.support.stores import throwaway_redis
+from tests.support.wait import wait_for
 
 DEPLOY_COMMAND = "uvicorn mysite.asgi:application --workers 2 --host 127.0.0.1 --port 8000"
 """The README's production command line (section *Deploying*), with ``mysite`` and the port replaced."""

@@ -14,7 +14,7 @@ from psycopg.rows import dict_row
 
 from tests.support.listen import SUBSCRIPTION, listening, notify
 from tests.support.live import LiveServer, require_services, two_workers
-from tests.support.raw import wait_for
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.asyncio
 

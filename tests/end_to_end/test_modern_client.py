@@ -12,7 +12,7 @@ from mcp import Client
 
 from tests.support.admin import query
 from tests.support.live import LiveServer
-from tests.support.raw import wait_for
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.asyncio
 

@@ -37,9 +37,9 @@ from tests.support.multiprocess import (
     McpSession,
     open_session,
     request_key,
-    wait_for,
 )
 from tests.support.raw import messages_of, rpc, sse_events
+from tests.support.wait import wait_for
 
 WATCHED_URI = "test://watched-resource"  # a resource of project/conformance, subscribable
 SLOW = {"name": "slow", "arguments": {"seconds": 30}}  # outlives every wait below

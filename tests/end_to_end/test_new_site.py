@@ -24,7 +24,8 @@ from playwright.sync_api import expect, sync_playwright
 from tests.support.auth import sdk_client
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.support.new_site import build_site, readme_blocks, run, serve, site_env
-from tests.support.raw import initialize, wait_for
+from tests.support.raw import initialize
+from tests.support.wait import wait_for
 
 ADMIN_PASSWORD = "new-site-admin-password"
 

@@ -31,16 +31,9 @@ import pytest
 from tests.support.admin import create_superuser
 from tests.support.auth import manage
 from tests.support.live import LiveServer, start_server
-from tests.support.raw import (
-    LATEST,
-    mcp_headers,
-    messages_of,
-    rpc,
-    sessionless_headers,
-    sessionless_meta,
-    wait_for,
-)
+from tests.support.raw import LATEST, mcp_headers, messages_of, rpc, sessionless_headers, sessionless_meta
 from tests.support.stores import PostgresServer, RedisServer, throwaway_postgres, throwaway_redis
+from tests.support.wait import wait_for
 
 STORE_TIMEOUT = 1.0
 REQUEST_TIMEOUT = 6.0

@@ -17,8 +17,8 @@ import psycopg
 import pytest
 
 from tests.support.live import LiveServer, shared_site, start_server
-from tests.support.raw import wait_for
 from tests.support.tasks import TaskClient
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.asyncio
 

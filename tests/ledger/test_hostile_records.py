@@ -45,7 +45,7 @@ from mcp_server.wire.jsonrpc import (
     result_response,
 )
 from tests.support.live import REDIS_URL, ROOT, redis_namespace, require_services
-from tests.support.raw import wait_for
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

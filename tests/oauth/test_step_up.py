@@ -24,9 +24,10 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.support.live import LiveServer
 from tests.support.oauth import Browser, start_oauth_server
-from tests.support.raw import RawSession, open_session, rpc, sessionless_headers, sessionless_meta, wait_for
+from tests.support.raw import RawSession, open_session, rpc, sessionless_headers, sessionless_meta
 from tests.support.raw_oauth import client_id, exchange, get_code
 from tests.support.signin import SignIn
+from tests.support.wait import wait_for
 
 REQUIRED = "django-mcp-ledger/requiredScope"
 

@@ -28,7 +28,7 @@ from mcp_server.registry.server import MCPServer
 from mcp_server.runtime import Runtime
 from mcp_server.wire.jsonrpc import JSONRPCRequest
 from tests.support.peers import RecordingPeer
-from tests.support.raw import wait_for
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -15,8 +15,8 @@ from mcp_server.wire.errors import TOO_MANY_TASKS
 from tests.support.admin import query
 from tests.support.auth import bearer, make_fixtures
 from tests.support.live import LiveServer
-from tests.support.raw import wait_for
 from tests.support.tasks import TASKS, TaskClient
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.asyncio
 

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.support.live import (
     LiveServer,
@@ -22,7 +19,6 @@ __all__ = [
     "McpSession",
     "open_session",
     "request_key",
-    "wait_for",
 ]
 
 ACCEPT_BOTH = "application/json, text/event-stream"
@@ -109,20 +105,6 @@ async def open_session(
     initialized = await session.post(server, {"jsonrpc": "2.0", "method": "notifications/initialized"})
     assert initialized.status_code == 202
     return session
-
-
-async def wait_for(check: Callable[[], Awaitable[bool]], what: str, within: float = 10.0) -> None:
-    """Poll ``check`` until it holds, for ``within`` s, then fail naming ``what``.
-
-    Polling, not an event: the state (a ledger row, a lease, a worker's in-flight table) lives in
-    PostgreSQL, Redis or another worker process, none of which tells anyone when it changes.
-    """
-    try:
-        async with asyncio.timeout(within):
-            while not await check():  # noqa: ASYNC110 - the state lives in PostgreSQL or another worker
-                await asyncio.sleep(0.02)
-    except TimeoutError:
-        pytest.fail(f"timed out after {within}s waiting for {what}")
 
 
 def request_key(request_id: int | str) -> str:

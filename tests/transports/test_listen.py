@@ -17,8 +17,9 @@ from mcp.shared.subscriptions import PromptsListChanged, ToolsListChanged
 from tests.support.admin import query
 from tests.support.listen import SUBSCRIPTION, TIMEOUT, call, headers, listening, meta, notify
 from tests.support.live import LiveServer
-from tests.support.raw import MODERN, messages_of, rpc, wait_for
+from tests.support.raw import MODERN, messages_of, rpc
 from tests.support.tasks import WITH_TASKS, TaskClient
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.asyncio
 

@@ -43,6 +43,7 @@ from tests.support.stdio import (
     stdio_env,
     template,
 )
+from tests.support.wait import wait_for
 
 __all__ = ["database", "start", "template"]  # the fixtures this module borrows from tests.support.stdio
 
@@ -423,9 +424,11 @@ async def test_a_closed_output_stops_the_command_and_settles_its_requests(databa
         await raw.send(call(2, "slow", seconds=600))
         assert (await raw.request(call(3, "stdio_pending")))["result"]["structuredContent"]["result"] == ["2"]
         transport.close()  # nobody reads stdout any more: the pipe's end is closed on a later loop turn
-        async with asyncio.timeout(TIMEOUT):
-            while _fd_open(read_fd):  # noqa: ASYNC110 - only the closed descriptor tells
-                await asyncio.sleep(0)
+
+        async def fd_closed() -> bool:  # only the closed descriptor tells
+            return not _fd_open(read_fd)
+
+        await wait_for(fd_closed, within=TIMEOUT, every=0)
         await raw.send(rpc("ping", None, 4))  # its answer is the write that fails
         assert await asyncio.wait_for(raw.process.wait(), TIMEOUT) == 0  # stdin is still open
         await asyncio.wait_for(raw.stderr_task, TIMEOUT)

@@ -24,8 +24,8 @@ from tests.support.raw import (
     rpc,
     sessionless_headers,
     sessionless_meta,
-    wait_for,
 )
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.asyncio
 
