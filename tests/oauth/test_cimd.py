@@ -21,9 +21,10 @@ from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientMetadata
 
+from tests.support.auth import shell
 from tests.support.cimd_server import DocumentServer
 from tests.support.live import LiveServer
-from tests.support.oauth import Browser, redirect_params, shell, start_oauth_server
+from tests.support.oauth import Browser, redirect_params, start_oauth_server
 from tests.support.raw_oauth import REDIRECT, authorize_url
 from tests.support.signin import MemoryStorage
 

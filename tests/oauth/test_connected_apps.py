@@ -22,8 +22,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import Implementation
 
 from mcp_server.oauth.scopes import describe
+from tests.support.auth import manage, shell
 from tests.support.live import LiveServer
-from tests.support.oauth import Browser, make_user, manage, shell, start_oauth_server
+from tests.support.oauth import Browser, make_user, start_oauth_server
 from tests.support.raw import initialize
 from tests.support.signin import SignIn
 from tests.support.wait import wait_for

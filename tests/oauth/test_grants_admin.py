@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.auth import shell as site_shell
 from tests.support.live import LiveServer
 from tests.support.oauth import PASSWORD, make_user, start_oauth_server
-from tests.support.oauth import shell as site_shell
 
 ADMIN = "/admin/oauth2_provider"
 ENDPOINT = "http://127.0.0.1/mcp"

@@ -6,8 +6,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from tests.support.auth import shell
 from tests.support.live import LiveServer
-from tests.support.oauth import Browser, shell, start_oauth_server
+from tests.support.oauth import Browser, start_oauth_server
 from tests.support.raw import initialize
 from tests.support.raw_oauth import REDIRECT, client_id, exchange, get_code, register
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.auth import shell
 from tests.support.live import base_env, migrated_template, run_shell, start_server
-from tests.support.oauth import ON, shell
+from tests.support.oauth import ON
 from tests.support.wait import wait_for
 
 SETUP = """
