@@ -29,8 +29,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.live import LiveServer, start_server  # noqa: E402
-from tests.raw import messages_of, open_session, rpc  # noqa: E402
+from tests.support.live import LiveServer, start_server  # noqa: E402
+from tests.support.raw import messages_of, open_session, rpc  # noqa: E402
 
 BACKENDS = {
     "database": "mcp_server.stores.ledger.database.DatabaseLedger",

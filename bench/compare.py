@@ -32,7 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.live import free_port, migrated_template, stop_process, wait_for_port  # noqa: E402
+from tests.support.live import free_port, migrated_template, stop_process, wait_for_port  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -155,7 +155,7 @@ def guarantee_counts(server: Server, requests: int) -> None:
     import asyncio
 
     from bench.bench import drive
-    from tests.live import LiveServer
+    from tests.support.live import LiveServer
 
     live = LiveServer(port=server.port, process=server.process, log_path=Path(os.devnull), env={})
     result = asyncio.run(drive(live, 8, requests, 10))

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.compare import Server, load, start  # noqa: E402
-from tests.live import base_env, stop_process  # noqa: E402
+from tests.support.live import base_env, stop_process  # noqa: E402
 
 ON = {"MCP_DEMO_OAUTH": "1", "DJANGO_DEBUG": "0", "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost"}
 

@@ -322,7 +322,7 @@ def print_figures(figures: dict[str, Any]) -> None:
 @contextlib.contextmanager
 def own_server(postgres: bool, redis: bool) -> Iterator[tuple[str, int]]:
     """The test site on Daphne, ``DEBUG`` off (on SQLite unless ``postgres``; in memory unless ``redis``)."""
-    from tests.live import REDIS_URL, postgres_database, redis_namespace, start_server
+    from tests.support.live import REDIS_URL, postgres_database, redis_namespace, start_server
 
     with contextlib.ExitStack() as stack:
         env = {"DJANGO_DEBUG": "0", "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost"}

@@ -33,8 +33,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.bench import rss_kib  # noqa: E402
-from tests.live import LiveServer, start_server  # noqa: E402
-from tests.raw import messages_of, rpc, sessionless_headers, sessionless_meta  # noqa: E402
+from tests.support.live import LiveServer, start_server  # noqa: E402
+from tests.support.raw import messages_of, rpc, sessionless_headers, sessionless_meta  # noqa: E402
+from tests.support.wait import wait_for  # noqa: E402
 
 CAPABILITIES: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {}}
 
@@ -72,10 +73,12 @@ class Client:
 
 async def parked(client: Client, task_ids: list[str], within: float = 60.0) -> None:
     """Wait until every task is parked input_required (the script polls; the server does not)."""
-    async with asyncio.timeout(within):
-        for task_id in task_ids:
-            while await client.status(task_id) != "input_required":  # noqa: ASYNC110 - in the server
-                await asyncio.sleep(0.05)
+
+    async def all_parked() -> bool:
+        statuses = [await client.status(task_id) for task_id in task_ids]
+        return all(status == "input_required" for status in statuses)
+
+    await wait_for(all_parked, f"{len(task_ids)} tasks parked input_required", within=within, every=0.05)
 
 
 async def memory(server: LiveServer, client: Client, args: argparse.Namespace) -> None:

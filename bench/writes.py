@@ -53,9 +53,9 @@ sys.path.insert(0, str(ROOT))
 
 from bench.loadgen import Connection, replies_in  # noqa: E402
 from mcp_server.checks import SQLITE_OPTIONS  # noqa: E402
-from tests.admin_helpers import create_superuser  # noqa: E402
-from tests.auth_helpers import manage  # noqa: E402
-from tests.live import LiveServer, postgres_database, start_server  # noqa: E402
+from tests.support.admin import create_superuser  # noqa: E402
+from tests.support.auth import manage  # noqa: E402
+from tests.support.live import LiveServer, postgres_database, start_server  # noqa: E402
 
 SETUPS = ("sqlite-readme", "sqlite-default", "postgresql")
 WRITE_TOOLS = ("write_author", "add_author", "shelf_create", "drf_books_create", "drf_books_restock")

@@ -41,8 +41,8 @@ if str(ROOT) not in sys.path:  # run as a script: make the repository importable
     sys.path.insert(0, str(ROOT))
 
 from scripts.conformance_report import ScenarioCounts, ScenarioTotals, read_results, suite_paths  # noqa: E402
-from tests.live import LiveServer, free_port  # noqa: E402
-from tests.oauth.helpers import PASSWORD, hidden_fields, start_oauth_server  # noqa: E402
+from tests.support.live import LiveServer, free_port  # noqa: E402
+from tests.support.oauth import PASSWORD, hidden_fields, start_oauth_server  # noqa: E402
 
 __all__ = [
     "ALLOWED_WARNINGS",

@@ -54,7 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: make the repository importable
     sys.path.insert(0, str(ROOT))
 
-from tests.live import free_port, stop_process, wait_for_port  # noqa: E402
+from tests.support.live import free_port, stop_process, wait_for_port  # noqa: E402
 
 INSTALL_DIR = ROOT / ".conformance"
 SUITE_VERSIONS = ("0.1.16", "0.2.0-alpha.12")

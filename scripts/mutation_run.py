@@ -45,7 +45,7 @@ NOT_THOUSAND = ["-k", "not thousand"]  # the 1000-cancel stress test alone takes
 TARGETS: dict[str, list[str]] = {
     "mcp_server/protocol/settlement.py": [
         "tests/protocol/test_settlement.py",
-        "tests/test_runtime.py",
+        "tests/runtime/test_runtime.py",
         "tests/transports/test_exchange.py",
         "tests/ledger/test_backends.py",
     ],
@@ -57,7 +57,7 @@ TARGETS: dict[str, list[str]] = {
     ],
     "mcp_server/protocol/serving.py": [
         "tests/protocol/test_serving.py",
-        "tests/test_runtime.py",
+        "tests/runtime/test_runtime.py",
         "tests/end_to_end/test_guarantee.py",
         "tests/transports/test_stdio.py",
         *NOT_THOUSAND,
@@ -74,9 +74,12 @@ TARGETS: dict[str, list[str]] = {
     ],
     "mcp_server/stores/ledger/database.py": ["tests/ledger/test_writer.py", "tests/ledger/test_backends.py"],
     "mcp_server/stores/ledger/cache.py": ["tests/ledger/test_writer.py", "tests/ledger/test_backends.py"],
-    "mcp_server/runtime.py": ["tests/test_runtime.py", "tests/transports/test_exchange.py"],
+    "mcp_server/runtime.py": ["tests/runtime/test_runtime.py", "tests/transports/test_exchange.py"],
     "mcp_server/transports/stdio.py": ["tests/transports/test_stdio.py"],
-    "mcp_server/transports/exchange.py": ["tests/transports/test_exchange.py", "tests/test_runtime.py"],
+    "mcp_server/transports/exchange.py": [
+        "tests/transports/test_exchange.py",
+        "tests/runtime/test_runtime.py",
+    ],
     "mcp_server/transports/resumable.py": [
         "tests/transports/test_resumable_streams.py",
         "tests/transports/test_resumable.py",
@@ -112,17 +115,17 @@ TARGETS: dict[str, list[str]] = {
         "tests/protocol/test_rounds_ledger.py",
     ],
     "mcp_server/protocol/tasks.py": [
-        "tests/test_runtime_tasks.py",
-        "tests/test_runtime_task_bounds.py",
+        "tests/runtime/test_tasks.py",
+        "tests/runtime/test_task_bounds.py",
         "tests/protocol/test_tasks.py",
     ],
     "mcp_server/protocol/task_bounds.py": [
-        "tests/test_runtime_task_bounds.py",
+        "tests/runtime/test_task_bounds.py",
         "tests/protocol/test_tasks.py",
     ],
     "mcp_server/protocol/task_methods.py": [
         "tests/protocol/test_tasks.py",
-        "tests/test_runtime_tasks.py",
+        "tests/runtime/test_tasks.py",
         "tests/auth/test_listen_access.py::test_a_listener_gets_none_of_another_users_tasks",  # visible_tasks
     ],
     "mcp_server/protocol/credentials.py": ["tests/auth/test_stream_revocation.py"],

@@ -22,9 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: make the repository importable
     sys.path.insert(0, str(ROOT))
 
-from tests.admin.test_browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
-from tests.live import LiveServer  # noqa: E402
-from tests.oauth.helpers import PASSWORD, pkce, start_oauth_server  # noqa: E402
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from tests.support.live import LiveServer  # noqa: E402
+from tests.support.oauth import PASSWORD, pkce, start_oauth_server  # noqa: E402
 
 __all__ = ["OUTPUT", "authorize_url", "main", "shoot"]
 

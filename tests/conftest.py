@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from tests.live import SHELLS, LiveServer, drop_templates, start_server
+from tests.support.live import SHELLS, LiveServer, drop_templates, start_server
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _session_helpers() -> Iterator[None]:
-    """End the session's ``manage.py shell`` runners (``tests.live.run_shell``), drop its migrated templates
-    (``tests.live.migrated_template``, ``postgres_database``)."""
+    """End the session's ``manage.py shell`` runners (``tests.support.live.run_shell``), drop its migrated
+    templates (``tests.support.live.migrated_template``, ``postgres_database``)."""
     yield
     SHELLS.close()
     drop_templates()

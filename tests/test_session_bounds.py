@@ -42,7 +42,7 @@ from mcp_server.sessions import (
 from mcp_server.stores.ledger.cache import CacheLedger
 from mcp_server.wire.errors import INVALID_PARAMS, JSONRPCError
 from mcp_server.wire.messages import WORKERS_GROUP, EndSession, parse_event
-from tests.raw import CLIENT_INFO
+from tests.support.raw import CLIENT_INFO
 
 IDLE = 3600.0
 HOUR = timedelta(hours=1)

@@ -8,22 +8,16 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import closing
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.live import LiveServer
-from tests.raw import CLIENT_INFO, RawSession, open_session, rpc
+from tests.support.live import LiveServer
+from tests.support.raw import CLIENT_INFO, RawSession, open_session, rpc
+from tests.support.sessions import backdate, database_file
 
 IDLE_TIMEOUT = 60
-
-
-def database_file(server: LiveServer) -> Path:
-    url = server.env["DATABASE_URL"]
-    assert url.startswith("sqlite:///")
-    return Path(url.removeprefix("sqlite:///"))
 
 
 def session_row(server: LiveServer, session_id: str) -> dict[str, Any]:
@@ -36,18 +30,6 @@ def session_row(server: LiveServer, session_id: str) -> dict[str, Any]:
 
 def _parse(value: str) -> datetime:
     return datetime.fromisoformat(value).replace(tzinfo=UTC)
-
-
-def backdate(server: LiveServer, session_id: str, seconds: float) -> datetime:
-    """Move ``last_seen`` into the past, as if the session had been idle that long."""
-    when = datetime.now(UTC) - timedelta(seconds=seconds)
-    with closing(sqlite3.connect(database_file(server), timeout=30)) as db, db:
-        updated = db.execute(
-            "UPDATE mcp_server_session SET last_seen = ? WHERE id = ?",
-            (when.replace(tzinfo=None).isoformat(sep=" "), session_id),
-        ).rowcount
-    assert updated == 1
-    return when
 
 
 @pytest.fixture

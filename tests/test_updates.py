@@ -23,7 +23,7 @@ from mcp_server.updates import (
     notify_resource_updated,
     watch_registry,
 )
-from tests.live import LiveServer
+from tests.support.live import LiveServer
 
 WATCHED = "test://watched-resource"
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}

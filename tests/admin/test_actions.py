@@ -15,9 +15,17 @@ import httpx
 import pytest
 
 from mcp_server.wire.errors import CONNECTION_CLOSED, REQUEST_ABORTED
-from tests.admin_helpers import admin_client, admin_log, create_superuser, pending_rows, query, run_action
-from tests.live import LiveServer
-from tests.raw import RawSession, messages_of, open_session, rpc, sessionless_headers, sessionless_meta
+from tests.support.admin import admin_client, admin_log, create_superuser, pending_rows, query, run_action
+from tests.support.live import LiveServer
+from tests.support.raw import (
+    RawSession,
+    messages_of,
+    open_session,
+    rpc,
+    sessionless_headers,
+    sessionless_meta,
+)
+from tests.support.wait import wait_for
 
 SLOW = {"name": "slow", "arguments": {"seconds": 30}}
 
@@ -57,14 +65,12 @@ async def in_flight(server: LiveServer, session: RawSession, request_id: int) ->
     await session.wait_pending(request_id)
     # The worker writes its ledger behind (LEDGER_FLUSH_INTERVAL): wait for the pending row too (it lives in
     # another process's database file; no event tells this one).
-    async with asyncio.timeout(5):
-        while not query(  # noqa: ASYNC110
-            server,
-            "SELECT id FROM mcp_server_ledgerentry WHERE session_id = ? AND request_key = ?",
-            session.id,
-            f"i:{request_id}",
-        ):
-            await asyncio.sleep(0.01)
+    sql = "SELECT id FROM mcp_server_ledgerentry WHERE session_id = ? AND request_key = ?"
+    await wait_for(
+        lambda: asyncio.to_thread(query, server, sql, session.id, f"i:{request_id}"),
+        f"the pending row of request {request_id}",
+        within=5,
+    )
     return call
 
 
@@ -82,10 +88,12 @@ def ledger_row(server: LiveServer, session_id: str, request_id: int) -> dict[str
 async def settled_row(server: LiveServer, session_id: str, request_id: int) -> dict[str, Any]:
     """The request's row once its settlement is recorded: the worker writes the ledger behind its answers
     (``LEDGER_FLUSH_INTERVAL``), so the row is polled (it lives in another process) for a few seconds."""
-    async with asyncio.timeout(5):
-        while (row := ledger_row(server, session_id, request_id))["state"] == "pending":  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
-    return row
+
+    async def settled() -> dict[str, Any] | None:
+        row = await asyncio.to_thread(ledger_row, server, session_id, request_id)
+        return row if row["state"] != "pending" else None
+
+    return await wait_for(settled, f"the settlement of request {request_id}", within=5)
 
 
 async def test_abort_answers_the_request_once_with_minus_32003(
@@ -121,9 +129,11 @@ async def test_abort_answers_the_request_once_with_minus_32003(
     assert again.status_code == 302
     assert len(admin_log(server, pk)) == 1
     assert (await settled_row(server, session.id, 41))["state"] == "aborted"
-    async with asyncio.timeout(5):  # the echo's row, if its batch caught it pending, is settled behind it
-        while [r for r in pending_rows(server) if r["session_id"] == session.id]:  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
+
+    async def none_pending() -> bool:  # the echo's row, if its batch caught it pending, is settled behind it
+        return not [r for r in await asyncio.to_thread(pending_rows, server) if r["session_id"] == session.id]
+
+    await wait_for(none_pending, within=5)
 
 
 async def test_abort_one_of_two_leaves_the_other_running(
@@ -215,9 +225,13 @@ async def test_abort_names_a_sessionless_request_among_others_with_its_id(
     sql = (
         "SELECT * FROM mcp_server_ledgerentry WHERE session_id IS NULL AND request_key = 'i:5' AND client = ?"
     )
-    async with asyncio.timeout(10):
-        while not (query(server, sql, "first-client 9") and query(server, sql, "second-client 9")):  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
+
+    async def both_pending() -> bool:
+        return bool(await asyncio.to_thread(query, server, sql, "first-client 9")) and bool(
+            await asyncio.to_thread(query, server, sql, "second-client 9")
+        )
+
+    await wait_for(both_pending)
     [row] = query(server, sql + " AND state = 'pending'", "second-client 9")
 
     await run_action(admin, "ledgerentry", "abort_requests", [row["id"]])
@@ -226,6 +240,8 @@ async def test_abort_names_a_sessionless_request_among_others_with_its_id(
     [other] = query(server, sql, "first-client 9")
     assert other["state"] == "pending"
     first.cancel()  # at 2026-07-28 a client cancels by closing its connection
-    async with asyncio.timeout(10):
-        while query(server, sql + " AND state = 'pending'", "first-client 9"):  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
+
+    async def first_settled() -> bool:
+        return not await asyncio.to_thread(query, server, sql + " AND state = 'pending'", "first-client 9")
+
+    await wait_for(first_settled)

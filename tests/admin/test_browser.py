@@ -24,22 +24,13 @@ from playwright.sync_api import Page, expect, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from mcp_server.wire.errors import REQUEST_ABORTED
-from tests.admin_helpers import PASSWORD, admin_log, create_superuser, pending_rows, shell
-from tests.live import ROOT, LiveServer
-from tests.raw import open_session, rpc
+from tests.support.admin import PASSWORD, admin_log, create_superuser, pending_rows, shell
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.support.live import ROOT, LiveServer
+from tests.support.raw import open_session, rpc
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 SCREENSHOT = ROOT / "docs" / "admin-live.png"
 CLIENT = Implementation(name="library-assistant", version="2.3.0")
 

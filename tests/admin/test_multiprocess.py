@@ -17,9 +17,10 @@ import pytest
 from psycopg.rows import dict_row
 
 from mcp_server.wire.errors import CONNECTION_CLOSED, REQUEST_ABORTED
-from tests.admin_helpers import admin_client, create_superuser, run_action
-from tests.live import LiveServer, require_services, two_workers
-from tests.raw import messages_of, open_session, rpc, wait_for
+from tests.support.admin import admin_client, create_superuser, run_action
+from tests.support.live import LiveServer, require_services, two_workers
+from tests.support.raw import messages_of, open_session, rpc
+from tests.support.wait import wait_for
 
 SLOW = {"name": "slow", "arguments": {"seconds": 30}}
 

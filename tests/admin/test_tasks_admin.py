@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 import pytest
 
-from tests.admin_helpers import admin_client, admin_log, create_superuser, query, run_action
-from tests.live import LiveServer
-from tests.tasks_helpers import TaskClient
+from tests.support.admin import admin_client, admin_log, create_superuser, query, run_action
+from tests.support.live import LiveServer
+from tests.support.tasks import TaskClient
 
 pytestmark = pytest.mark.asyncio
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from tests.auth_helpers import bearer, make_fixtures, manage
-from tests.live import LiveServer
-from tests.tasks_helpers import WITH_TASKS, TaskClient
-from tests.transports.test_listen import SUBSCRIPTION, listening, notify
+from tests.support.auth import bearer, make_fixtures, manage
+from tests.support.listen import SUBSCRIPTION, listening, notify
+from tests.support.live import LiveServer
+from tests.support.tasks import WITH_TASKS, TaskClient
 
 pytestmark = pytest.mark.asyncio
 

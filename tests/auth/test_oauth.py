@@ -7,8 +7,8 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from tests.live import LiveServer
-from tests.raw import initialize
+from tests.support.live import LiveServer
+from tests.support.raw import initialize
 
 ISSUER = "https://auth.example.com"
 

@@ -24,11 +24,11 @@ from django.utils import timezone
 
 from mcp_server.auth.models import AccessToken
 from mcp_server.protocol.credentials import CredentialWatches, same_credential
-from tests.admin_helpers import admin_client, create_superuser, run_action
-from tests.auth_helpers import bearer, http_client, make_fixtures, manage, shell
-from tests.live import LiveServer, shared_site, start_server
-from tests.raw import open_session, sse_events
-from tests.transports.test_listen import Stream, listening, notify
+from tests.support.admin import admin_client, create_superuser, run_action
+from tests.support.auth import bearer, http_client, make_fixtures, manage, shell
+from tests.support.listen import Stream, listening, notify
+from tests.support.live import LiveServer, shared_site, start_server
+from tests.support.raw import open_session, sse_events
 
 pytestmark = pytest.mark.asyncio
 

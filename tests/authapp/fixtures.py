@@ -1,6 +1,6 @@
 """Users, tokens and sessions for the authentication tests, made in a live server's database.
 
-Run with the server's environment: by ``tests.auth_helpers.make_fixtures`` (in the server's ``manage.py
+Run with the server's environment: by ``tests.support.auth.make_fixtures`` (in the server's ``manage.py
 shell``), or ``python -m tests.authapp.fixtures``; prints JSON.
 """
 

@@ -29,13 +29,13 @@ from mcp_server.protocol.settlement import ANSWERED, CANCELLED, PENDING, Pending
 from mcp_server.runtime import Runtime
 from mcp_server.wire.errors import CONNECTION_CLOSED, JSONRPCError
 from mcp_server.wire.jsonrpc import JSONRPCResponse, WireError, parse_message
-from tests.live import (
+from tests.support.live import (
     LiveServer,
     require_services,
     shared_site,
     start_server,
 )
-from tests.raw import RawSession, messages_of, open_session, rpc, sse_events
+from tests.support.raw import RawSession, messages_of, open_session, rpc, sse_events
 from tests.testapp.mcp import FEATURE_ELICIT_SCHEMA
 
 SESSION = "ctx-session"

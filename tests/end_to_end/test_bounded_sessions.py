@@ -15,9 +15,10 @@ import pytest
 
 from mcp_server.sessions import EXPIRED_REASON
 from mcp_server.wire.errors import INVALID_PARAMS
-from tests.live import LiveServer
-from tests.raw import error_of, initialize, mcp_headers, open_session, rpc, wait_for
-from tests.test_sessions import backdate, database_file
+from tests.support.live import LiveServer
+from tests.support.raw import error_of, initialize, mcp_headers, open_session, rpc
+from tests.support.sessions import backdate, database_file
+from tests.support.wait import wait_for
 
 
 @pytest.fixture

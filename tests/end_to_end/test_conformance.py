@@ -31,7 +31,7 @@ from scripts.conformance_report import (
     run_matrix,
     suite_paths,
 )
-from tests.oauth.helpers import start_oauth_server
+from tests.support.oauth import start_oauth_server
 
 pytestmark = pytest.mark.conformance
 

@@ -31,9 +31,16 @@ import websockets
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.live import ROOT, free_port, postgres_database, require_services, stop_process, wait_for_port
-from tests.raw import wait_for
-from tests.stores import throwaway_redis
+from tests.support.live import (
+    ROOT,
+    free_port,
+    postgres_database,
+    require_services,
+    stop_process,
+    wait_for_port,
+)
+from tests.support.stores import throwaway_redis
+from tests.support.wait import wait_for
 
 DEPLOY_COMMAND = "uvicorn mysite.asgi:application --workers 2 --host 127.0.0.1 --port 8000"
 """The README's production command line (section *Deploying*), with ``mysite`` and the port replaced."""
@@ -277,7 +284,7 @@ async def test_the_live_page_websocket_answers_under_uvicorn(deployed: Deployed)
 def new_site_deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
     """``startproject``, the README's installation steps, its production block with this machine's stores
     filled in, the release commands, then the documented command line."""
-    from tests.end_to_end.test_new_site import SITE, build_site, readme_blocks, run, site_env
+    from tests.support.new_site import SITE, build_site, readme_blocks, run, site_env
 
     require_services()
     directory = build_site(tmp_path_factory.mktemp("deploy-new-site") / "site", protected=False)

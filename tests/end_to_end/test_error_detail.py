@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 import pytest
 
-from tests.live import LiveServer
-from tests.raw import open_session
+from tests.support.live import LiveServer
+from tests.support.raw import open_session
 
 
 @pytest.fixture

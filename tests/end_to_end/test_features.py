@@ -32,8 +32,8 @@ from typing_extensions import TypedDict
 from mcp_server import MCPServer
 from mcp_server.core.context import LOG_LEVELS
 from mcp_server.registry.results import output_schema_for
-from tests.live import LiveServer
-from tests.raw import RawSession, open_session
+from tests.support.live import LiveServer
+from tests.support.raw import RawSession, open_session
 from tests.testapp.mcp import FEATURE_COLOURS, FEATURE_ELICIT_SCHEMA
 
 

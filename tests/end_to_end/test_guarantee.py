@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 import pytest
 
-from tests.live import LiveServer
-from tests.raw import RawSession, messages_of, open_session, rpc
+from tests.support.live import LiveServer
+from tests.support.raw import RawSession, messages_of, open_session, rpc
 
 LEDGERS = {
     "database-ledger": "mcp_server.stores.ledger.database.DatabaseLedger",

@@ -12,9 +12,9 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from tests.live import LiveServer, require_services, two_workers
-from tests.raw import wait_for
-from tests.transports.test_listen import SUBSCRIPTION, listening, notify
+from tests.support.listen import SUBSCRIPTION, listening, notify
+from tests.support.live import LiveServer, require_services, two_workers
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.asyncio
 

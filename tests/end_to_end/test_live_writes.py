@@ -26,8 +26,9 @@ import httpx
 import pytest
 
 from mcp_server.transports.shutdown import EXIT_MARGIN
-from tests.live import LiveServer, start_server, stop_process
-from tests.raw import RawSession, open_session, rpc, wait_for
+from tests.support.live import LiveServer, start_server, stop_process
+from tests.support.raw import RawSession, open_session, rpc
+from tests.support.wait import wait_for
 
 README_OPTIONS = {
     "timeout": 3,

@@ -10,9 +10,9 @@ from collections.abc import Callable
 import pytest
 from mcp import Client
 
-from tests.admin_helpers import query
-from tests.live import LiveServer
-from tests.raw import wait_for
+from tests.support.admin import query
+from tests.support.live import LiveServer
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.asyncio
 

@@ -12,7 +12,7 @@ import asyncio
 import json
 import signal
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,27 +22,31 @@ import httpx
 import psycopg
 import pytest
 
-from tests.live import REDIS_URL as TEST_REDIS_URL
-from tests.live import (
+from tests.support.live import REDIS_URL as TEST_REDIS_URL
+from tests.support.live import (
     LiveServer,
     postgres_database,
     redis_namespace,
     require_services,
     start_server,
 )
-from tests.raw import messages_of, rpc, sse_events
+from tests.support.multiprocess import (
+    BATCH_VERSION,
+    CACHE_LEDGER,
+    DB_LEDGER,
+    McpSession,
+    open_session,
+    request_key,
+)
+from tests.support.raw import messages_of, rpc, sse_events
+from tests.support.wait import wait_for
 
-ACCEPT_BOTH = "application/json, text/event-stream"
-LATEST = "2025-11-25"
-BATCH_VERSION = "2025-03-26"
 WATCHED_URI = "test://watched-resource"  # a resource of project/conformance, subscribable
 SLOW = {"name": "slow", "arguments": {"seconds": 30}}  # outlives every wait below
 CLOSED_BY_DELETE = "Connection closed: session terminated by the client"
 DEAD_WORKER = "Connection closed: the worker serving it stopped"
 KILL_LEASE = 1.0
 """``LEASE_TIMEOUT`` of the worker that gets killed and of its survivor."""
-DB_LEDGER = "mcp_server.stores.ledger.database.DatabaseLedger"
-CACHE_LEDGER = "mcp_server.stores.ledger.cache.CacheLedger"
 
 
 # -- services and servers -------------------------------------------------------------------------------
@@ -140,96 +144,7 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
 # -- raw MCP over HTTP ------------------------------------------------------------------------------------
 
 
-@dataclass
-class McpSession:
-    """One client session, usable on any worker of the site."""
-
-    http: httpx.AsyncClient
-    id: str
-    version: str
-
-    def headers(self, accept: str = ACCEPT_BOTH) -> dict[str, str]:
-        return {
-            "Accept": accept,
-            "Content-Type": "application/json",
-            "Mcp-Session-Id": self.id,
-            "MCP-Protocol-Version": self.version,
-        }
-
-    async def post(self, server: LiveServer, body: Any) -> httpx.Response:
-        return await self.http.post(server.url, headers=self.headers(), json=body)
-
-    def stream(self, server: LiveServer, body: Any) -> Any:
-        """A POST whose response is read as it arrives (``async with``)."""
-        return self.http.stream("POST", server.url, headers=self.headers(), json=body)
-
-    async def call(self, server: LiveServer, request_id: int | str, method: str, params: Any) -> Any:
-        """A request that must be answered with a result; returns the result."""
-        response = await self.post(server, rpc(method, params, request_id))
-        answers = [m for m in messages_of(response) if m.get("id") == request_id and "method" not in m]
-        assert len(answers) == 1, response.text
-        assert "result" in answers[0], answers[0]
-        return answers[0]["result"]
-
-    async def cancel(self, server: LiveServer, request_id: int | str) -> None:
-        params = {"requestId": request_id, "reason": "changed my mind"}
-        response = await self.post(
-            server, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}
-        )
-        assert response.status_code == 202, response.text
-
-    async def delete(self, server: LiveServer) -> None:
-        response = await self.http.delete(server.url, headers=self.headers())
-        assert response.status_code == 200, response.text
-
-    async def ledger_pending(self, server: LiveServer, of: str | None = None) -> list[int | str]:
-        """Pending requests of this session (or session ``of``) as the ledger records them."""
-        params = {"session": of} if of is not None else {}
-        result = await self.call(server, "ledger-probe", "test/ledger_pending", params)
-        return list(result["pending"])
-
-
-async def open_session(
-    http: httpx.AsyncClient,
-    server: LiveServer,
-    *,
-    version: str = LATEST,
-    capabilities: dict[str, Any] | None = None,
-) -> McpSession:
-    params = {
-        "protocolVersion": version,
-        "capabilities": capabilities or {},
-        "clientInfo": {"name": "multiprocess-tests", "version": "1"},
-    }
-    headers = {"Accept": ACCEPT_BOTH, "Content-Type": "application/json"}
-    response = await http.post(server.url, headers=headers, json=rpc("initialize", params, 0))
-    assert response.status_code == 200, response.text
-    assert messages_of(response)[0]["result"]["protocolVersion"] == version
-    session = McpSession(http, response.headers["mcp-session-id"], version)
-    initialized = await session.post(server, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-    assert initialized.status_code == 202
-    return session
-
-
 # -- waiting on real state --------------------------------------------------------------------------------
-
-
-async def wait_for(check: Callable[[], Awaitable[bool]], what: str, within: float = 10.0) -> None:
-    """Poll ``check`` until it holds, for ``within`` s, then fail naming ``what``.
-
-    Polling, not an event: the state (a ledger row, a lease, a worker's in-flight table) lives in
-    PostgreSQL, Redis or another worker process, none of which tells anyone when it changes.
-    """
-    try:
-        async with asyncio.timeout(within):
-            while not await check():  # noqa: ASYNC110 - the state lives in PostgreSQL or another worker
-                await asyncio.sleep(0.02)
-    except TimeoutError:
-        pytest.fail(f"timed out after {within}s waiting for {what}")
-
-
-def request_key(request_id: int | str) -> str:
-    return f"i:{request_id}" if isinstance(request_id, int) else f"s:{request_id}"
 
 
 async def ledger_rows(database: str, session_id: str) -> dict[str, dict[str, Any]]:

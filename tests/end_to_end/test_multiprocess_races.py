@@ -26,7 +26,6 @@ import os
 import pickle
 import secrets
 import signal
-import time
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -42,24 +41,24 @@ from channels_redis.core import RedisChannelLayer
 from psycopg.rows import dict_row
 
 from mcp_server.wire.messages import AbortRequest, AbortResult, parse_event, to_event
-from tests.admin_helpers import admin_client, create_superuser
-from tests.end_to_end.test_multiprocess import (
-    BATCH_VERSION,
-    CACHE_LEDGER,
-    DB_LEDGER,
-    McpSession,
-    open_session,
-    request_key,
-    wait_for,
-)
-from tests.live import (
+from tests.support.admin import admin_client, create_superuser
+from tests.support.live import (
     REDIS_URL,
     LiveServer,
     require_services,
     shared_site,
     start_server,
 )
-from tests.raw import content_type, messages_of, rpc
+from tests.support.multiprocess import (
+    BATCH_VERSION,
+    CACHE_LEDGER,
+    DB_LEDGER,
+    McpSession,
+    open_session,
+    request_key,
+)
+from tests.support.raw import content_type, messages_of, rpc
+from tests.support.wait import wait_for
 
 LEASE = 2.0
 """``LEASE_TIMEOUT`` of every worker here: a killed worker's requests are settled within a few seconds."""
@@ -361,6 +360,13 @@ async def stats_pending(session: McpSession, worker: LiveServer) -> list[int | s
     return list((await session.call(worker, probe, "test/stats", {}))["pending"])
 
 
+async def deadline_timer(session: McpSession, worker: LiveServer, gate: str) -> dict[str, bool]:
+    """The timer of the gated handler's deadline in ``worker``, the process running it: whether it fired,
+    whether it is still scheduled."""
+    probe = f"deadline-{secrets.token_hex(3)}"
+    return dict(await session.call(worker, probe, "test/deadline", {"gate": gate}))
+
+
 # -- the competing actions, through worker B --------------------------------------------------------------
 
 
@@ -557,10 +563,8 @@ async def test_answer_first_then_the_competing_action_changes_nothing(
     report = await compete(action, session, b, 1, pk)
     if action == "abort":
         assert report == {"aborted": [], "skipped": [pk]}
-    if action == "deadline":
-        # The competing "action" is the deadline itself: wait for that moment, as the ledger records it.
-        assert answered.deadline is not None
-        await asyncio.sleep(max(0.0, answered.deadline.timestamp() - time.time()) + 0.1)
+    if action == "deadline":  # the competing "action" is the deadline itself: the answer disarmed its timer
+        assert await deadline_timer(session, a, gate) == {"expired": False, "armed": False}
 
     # A answers a later request (B's action, if it told A anything, was handled by then); nothing changed.
     if action == "delete":
@@ -863,8 +867,8 @@ async def test_a_write_that_claimed_its_answer_commits_and_is_recorded_answered(
     pk = started["pk"] if site.uses_database_ledger else await pending_pk(site, session.id, 1)
     if site.uses_database_ledger:  # its record was written answered in the write's own transaction
         assert (await ledger_entry(site, pk)).state == "answered"
-    if action == "deadline":  # disarmed by the claim: no event marks the moment it would have fired
-        await asyncio.sleep(DEADLINE + 0.2)
+    if action == "deadline":  # disarmed by the claim: its timer is off A's loop, though the handler runs on
+        assert await deadline_timer(session, site.pair("sse")[0], gate) == {"expired": False, "armed": False}
     else:
         await compete(action, session, b, 1, pk)
     assert not call.done()

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.auth_helpers import sdk_client
-from tests.end_to_end.test_new_site import SITE, build_site, readme_blocks, run, serve
+from tests.support.auth import sdk_client
+from tests.support.new_site import SITE, build_site, readme_blocks, run, serve
 
 Site = tuple[Path, dict[str, str], dict[str, int]]
 """The site's directory, a token per user, the keys of the seeded author and book."""

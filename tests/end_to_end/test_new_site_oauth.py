@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.end_to_end.test_new_site import SITE, build_site, readme_blocks, site_env
-from tests.live import ROOT
+from tests.support.live import ROOT
+from tests.support.new_site import SITE, build_site, readme_blocks, site_env
 
 OAUTH = "Sign in with OAuth (the site as authorization server)"
 HTTPS_LINES = ("SECURE_PROXY_SSL_HEADER = ", "SECURE_SSL_REDIRECT = ")

@@ -6,7 +6,7 @@ import json
 
 from mcp import Client
 
-from tests.live import LiveServer
+from tests.support.live import LiveServer
 
 
 async def test_list_and_call_tools(any_mode_server: LiveServer) -> None:

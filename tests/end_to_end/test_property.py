@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.live import LiveServer
-from tests.raw import messages_of, open_session, rpc
+from tests.support.live import LiveServer
+from tests.support.raw import messages_of, open_session, rpc
 
 OUTCOMES = {
     "value": ("tools/call", {"name": "echo", "arguments": {"text": "v"}}),

@@ -21,10 +21,11 @@ import httpx
 import psycopg
 import pytest
 
-from tests.live import REDIS_URL as TEST_REDIS_URL
-from tests.live import LiveServer, postgres_database, redis_namespace, require_services, start_server
-from tests.raw import RawSession, open_session
-from tests.transports.test_resumable import call, check_rest, events_of
+from tests.support.live import REDIS_URL as TEST_REDIS_URL
+from tests.support.live import LiveServer, postgres_database, redis_namespace, require_services, start_server
+from tests.support.raw import RawSession, open_session
+from tests.support.resumable import call, check_rest, events_of
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.asyncio
 
@@ -125,9 +126,11 @@ async def test_killed_worker_resumed_at_a_survivor_yields_the_32000(
         stream = events_of(response)
         priming, first = await anext(stream), await anext(stream)
         stream_id = str(priming.id).rpartition(":")[0]
-        async with asyncio.timeout(10):
-            while 1 not in await stored_seqs(cluster.database, stream_id):  # noqa: ASYNC110 - in PostgreSQL
-                await asyncio.sleep(0.02)
+
+        async def first_event_stored() -> bool:  # in PostgreSQL
+            return 1 in await stored_seqs(cluster.database, stream_id)
+
+        await wait_for(first_event_stored, every=0.02)
         doomed.process.send_signal(signal.SIGKILL)
         await asyncio.to_thread(doomed.process.wait, 10)
     events = await asyncio.wait_for(resume_at(session, str(first.id)), 20 * KILL_LEASE)

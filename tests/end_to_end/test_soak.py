@@ -9,7 +9,7 @@ import json
 import subprocess
 import sys
 
-from tests.live import ROOT, LiveServer
+from tests.support.live import ROOT, LiveServer
 
 
 def test_the_soak_prints_its_counts_and_finds_nothing_wrong(live_server: LiveServer) -> None:

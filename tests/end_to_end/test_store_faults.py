@@ -2,8 +2,8 @@
 deadline, and once the store is back the ledger converges.
 
 Live Daphne workers serve one site on a PostgreSQL and a Redis the module starts for itself
-(:mod:`tests.stores`): those are paused (``SIGSTOP``: the sockets stay open, nothing answers), restarted and
-killed mid-traffic. Never the machine's own, which other tests use at the same time.
+(:mod:`tests.support.stores`): those are paused (``SIGSTOP``: the sockets stay open, nothing answers),
+restarted and killed mid-traffic. Never the machine's own, which other tests use at the same time.
 
 - ``behind``: the database ledger written behind the request path; sessions read from the database on every
   request (``SESSION_CACHE_TTL`` 0), so the session lookup is the store wait.
@@ -28,11 +28,12 @@ import httpx
 import psycopg
 import pytest
 
-from tests.admin_helpers import create_superuser
-from tests.auth_helpers import manage
-from tests.live import LiveServer, start_server
-from tests.raw import LATEST, mcp_headers, messages_of, rpc, sessionless_headers, sessionless_meta, wait_for
-from tests.stores import PostgresServer, RedisServer, throwaway_postgres, throwaway_redis
+from tests.support.admin import create_superuser
+from tests.support.auth import manage
+from tests.support.live import LiveServer, start_server
+from tests.support.raw import LATEST, mcp_headers, messages_of, rpc, sessionless_headers, sessionless_meta
+from tests.support.stores import PostgresServer, RedisServer, throwaway_postgres, throwaway_redis
+from tests.support.wait import wait_for
 
 STORE_TIMEOUT = 1.0
 REQUEST_TIMEOUT = 6.0

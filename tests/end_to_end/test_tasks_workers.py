@@ -16,9 +16,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.live import LiveServer, shared_site, start_server
-from tests.raw import wait_for
-from tests.tasks_helpers import TaskClient
+from tests.support.live import LiveServer, shared_site, start_server
+from tests.support.tasks import TaskClient
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.asyncio
 

@@ -32,7 +32,7 @@ from mcp_server.models import LedgerEntry
 from mcp_server.stores.ledger.cache import CacheLedger
 from mcp_server.stores.ledger.database import DatabaseLedger
 from project.catalogue.models import Author
-from tests.services_rerun import ON_SERVICES, rerun_on_services
+from tests.support.services_rerun import ON_SERVICES, rerun_on_services
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -44,8 +44,8 @@ from mcp_server.wire.jsonrpc import (
     error_response,
     result_response,
 )
-from tests.live import REDIS_URL, ROOT, redis_namespace, require_services
-from tests.raw import wait_for
+from tests.support.live import REDIS_URL, ROOT, redis_namespace, require_services
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -296,7 +296,7 @@ def test_the_same_on_postgresql_with_redis() -> None:
     import psycopg
     from psycopg import sql
 
-    from tests.live import POSTGRES_URL
+    from tests.support.live import POSTGRES_URL
 
     name = f"mcp_hostile_{secrets.token_hex(4)}"
     try:

@@ -2,12 +2,11 @@
 the others, a store that cannot answer is waited for without dropping anything, and a write-through that
 outlives ``STORE_TIMEOUT`` answers the request with an error and is followed up once the store answers.
 
-The ledgers are the instrumented real backends of ``test_writer.py``.
+The ledgers are the instrumented real backends of ``tests/support/writer.py``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -20,7 +19,8 @@ from mcp_server.core.records import LedgerRecord, request_key
 from mcp_server.ledger.writer import LedgerWriter
 from mcp_server.stores.ledger.cache import CacheLedger
 from mcp_server.stores.ledger.database import DatabaseLedger
-from tests.ledger.test_writer import (
+from tests.support.wait import wait_for
+from tests.support.writer import (
     Instrumented,
     InstrumentedCache,
     InstrumentedDatabase,
@@ -99,9 +99,11 @@ async def test_a_record_the_store_refuses_for_good_does_not_block_the_others(ref
         await writer.settled(settle(good[1]))
 
         async def dropped(count: int) -> None:
-            async with asyncio.timeout(10):
-                while writer.dropped < count or len(writer):  # noqa: ASYNC110 - the writer's loop retries
-                    await asyncio.sleep(0.01)
+
+            async def done() -> bool:  # the writer's loop retries
+                return writer.dropped >= count and not len(writer)
+
+            await wait_for(done, f"{count} dropped, nothing left")
             await writer.flush()
 
         await dropped(1)
@@ -171,9 +173,7 @@ async def test_write_through_gives_up_after_its_timeout_and_settles_the_row_once
     async def settled() -> bool:
         return doubt.pk is not None and await stored_state(ledger, doubt) == "answered"
 
-    async with asyncio.timeout(10):
-        while not await settled():  # noqa: ASYNC110 - written by the writer's own loop
-            await asyncio.sleep(0.01)
+    await wait_for(settled)  # written by the writer's own loop
     assert await pending_pks(ledger) == []
     assert writer.oldest_unwritten() is None
     ledger.gate = None
@@ -197,9 +197,7 @@ async def test_a_settlement_written_through_that_times_out_is_written_once_the_s
     async def written() -> bool:
         return await stored_state(ledger, rec) == "answered"
 
-    async with asyncio.timeout(10):
-        while not await written():  # noqa: ASYNC110 - the write lands in the writer's thread
-            await asyncio.sleep(0.01)
+    await wait_for(written)  # the write lands in the writer's thread
     assert writer.held() == set()
 
 

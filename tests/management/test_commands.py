@@ -1,5 +1,10 @@
 """``manage.py mcp_prune`` and ``manage.py mcp_token`` as an operator runs them: real processes, their
 output and exit codes, on SQLite, PostgreSQL and (for the cache ledger) Redis.
+
+Each command runs through Django's own command line (``execute_from_command_line``, what ``manage.py``
+calls) in a fresh fork of a process that has set Django up (``tests.support.live.run_manage``): the
+interpreter's and Django's start-up are paid once per environment, not once per command. One test runs
+``python manage.py`` itself, the script an operator types.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.live import (
+from tests.support.live import (
     REDIS_URL,
     ROOT,
     base_env,
@@ -23,6 +28,7 @@ from tests.live import (
     postgres_database,
     redis_namespace,
     require_services,
+    run_manage,
     run_shell,
 )
 
@@ -33,15 +39,20 @@ LEDGERS = {
 
 
 def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """``manage.py <args>`` in its own process; never raises on a non-zero exit code."""
+    """``manage.py <args>`` (:func:`~tests.support.live.run_manage`); never raises on a non-zero exit code."""
+    return run_manage(env, *args)
+
+
+def manage_process(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``python manage.py <args>`` in a process of its own; never raises on a non-zero exit code."""
     return subprocess.run(
         [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
     )
 
 
 def shell(env: dict[str, str], code: str) -> Any:
-    """Run ``code`` as ``manage.py shell -c`` does (``tests.live.run_shell``); returns the JSON it prints
-    last."""
+    """Run ``code`` as ``manage.py shell -c`` does (``tests.support.live.run_shell``); returns the JSON it
+    prints last."""
     return json.loads(run_shell(env, code).stdout.strip().splitlines()[-1])
 
 
@@ -256,7 +267,7 @@ def test_prune_ends_idle_sessions_and_deletes_ended_ones_with_nothing_pending(
 
 
 def test_prune_refuses_a_bad_session_retention(sqlite_file: Path) -> None:
-    done = manage(base_env(sqlite_file), "mcp_prune", "--sessions-older-than", "-5")
+    done = manage_process(base_env(sqlite_file), "mcp_prune", "--sessions-older-than", "-5")
     assert done.returncode == 1
     assert "CommandError: --sessions-older-than must be a number of seconds, 0 or more" in done.stderr
     assert done.stdout == ""

@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 
-from tests.live import LiveServer
-from tests.oauth.helpers import Browser, start_oauth_server
+from tests.support.live import LiveServer
+from tests.support.oauth import Browser, start_oauth_server
 
 
 @pytest.fixture(scope="module")

@@ -21,11 +21,12 @@ from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientMetadata
 
-from tests.live import LiveServer
-from tests.oauth.cimd_server import DocumentServer
-from tests.oauth.helpers import Browser, redirect_params, shell, start_oauth_server
-from tests.oauth.raw_oauth import REDIRECT, authorize_url
-from tests.oauth.signin import MemoryStorage
+from tests.support.auth import shell
+from tests.support.cimd_server import DocumentServer
+from tests.support.live import LiveServer
+from tests.support.oauth import Browser, redirect_params, start_oauth_server
+from tests.support.raw_oauth import REDIRECT, authorize_url
+from tests.support.signin import MemoryStorage
 
 FLOW_REDIRECT = "http://127.0.0.1:54321/callback"
 ICON = "https://static.example.org/catalogue-icon.png"
@@ -269,8 +270,8 @@ def test_the_consent_page_in_chromium_renders_and_deny_goes_back(
 ) -> None:
     from playwright.sync_api import Route, sync_playwright
 
-    from tests.admin.test_browser import CHROMIUM, CHROMIUM_ARGS
-    from tests.oauth.helpers import PASSWORD
+    from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
+    from tests.support.oauth import PASSWORD
 
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is missing (Debian package chromium)")

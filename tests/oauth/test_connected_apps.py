@@ -12,9 +12,7 @@ import hashlib
 import html
 import json
 import re
-import time
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import httpx2
@@ -24,10 +22,12 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import Implementation
 
 from mcp_server.oauth.scopes import describe
-from tests.live import LiveServer
-from tests.oauth.helpers import Browser, make_user, manage, shell, start_oauth_server
-from tests.oauth.signin import SignIn
-from tests.raw import initialize
+from tests.support.auth import manage, shell
+from tests.support.live import LiveServer
+from tests.support.oauth import Browser, make_user, start_oauth_server
+from tests.support.raw import initialize
+from tests.support.signin import SignIn
+from tests.support.wait import wait_for
 
 APPS = "/oauth/apps/"
 
@@ -63,18 +63,6 @@ def csrf(page: str) -> str:
     found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
     assert found
     return found.group(1)
-
-
-async def wait_for(check: Any, what: str, seconds: float = 30.0) -> Any:
-    """``check()``'s first truthy value, polled for up to ``seconds`` (the ledger and *last used* are
-    written behind the request: this waits for the write itself to show)."""
-    deadline = time.monotonic() + seconds
-    while True:
-        value = await asyncio.to_thread(check)
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.2)
 
 
 async def test_the_page_needs_a_signed_in_person(site: LiveServer) -> None:
@@ -191,15 +179,24 @@ async def test_the_ledger_names_the_oauth_client_and_an_mcp_token_works_beside_i
         oauth_row = ("oauth-client 1", info.client_id, "Ledger test client")
         token_row = ("token-client 1", "", "")
         await wait_for(
-            lambda: {oauth_row, token_row} <= set(_ledger_rows(site, "tools/call")),
+            lambda: asyncio.to_thread(
+                lambda: {oauth_row, token_row} <= set(_ledger_rows(site, "tools/call"))
+            ),
             "both calls in the ledger",
+            within=30,
+            every=0.2,
         )
         tokens = sign_in.storage.tokens
         assert tokens is not None
         async with httpx.AsyncClient(timeout=30) as http:  # a 2025-11-25 handshake with the same token
             assert (await initialize(http, site.url, **bearer(tokens.access_token))).status_code == 200
         handshake = ("raw-http-tests 1.0", info.client_id, "Ledger test client")
-        await wait_for(lambda: handshake in _ledger_rows(site, "initialize"), "the handshake in the ledger")
+        await wait_for(
+            lambda: asyncio.to_thread(lambda: handshake in _ledger_rows(site, "initialize")),
+            "the handshake in the ledger",
+            within=30,
+            every=0.2,
+        )
         assert oauth_row in _ledger_rows(site, "server/discover")
     finally:
         await sign_in.browser.close()
@@ -234,7 +231,12 @@ async def test_last_used_is_recorded_behind_the_request(site: LiveServer) -> Non
             f"t = AccessToken.objects.get(token_checksum={checksum!r});"
             "print(timezone.now() - t.updated < timedelta(seconds=60))"
         )
-        await wait_for(lambda: shell(site, recent).strip().endswith("True"), "the use to be written")
+        await wait_for(
+            lambda: asyncio.to_thread(lambda: shell(site, recent).strip().endswith("True")),
+            "the use to be written",
+            within=30,
+            every=0.2,
+        )
         row = app_row((await sign_in.browser.http.get(APPS)).text, info.client_id)
         assert re.findall(r">([^<>]*) ago</time>", row) == ["3\xa0hours", "0\xa0minutes"]
     finally:

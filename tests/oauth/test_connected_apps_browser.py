@@ -16,11 +16,11 @@ import httpx
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from tests.admin.test_browser import CHROMIUM, CHROMIUM_ARGS
-from tests.live import ROOT, LiveServer
-from tests.oauth.helpers import PASSWORD, start_oauth_server
-from tests.oauth.signin import SignIn
-from tests.raw import initialize
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.support.live import ROOT, LiveServer
+from tests.support.oauth import PASSWORD, start_oauth_server
+from tests.support.raw import initialize
+from tests.support.signin import SignIn
 
 pytestmark = pytest.mark.browser
 

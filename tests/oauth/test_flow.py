@@ -13,10 +13,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.live import LiveServer
-from tests.oauth.helpers import make_user, start_oauth_server
-from tests.oauth.signin import REDIRECT, SignIn
-from tests.raw import initialize
+from tests.support.live import LiveServer
+from tests.support.oauth import make_user, start_oauth_server
+from tests.support.raw import initialize
+from tests.support.signin import REDIRECT, SignIn
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +131,7 @@ async def test_an_inactive_users_token_stops_on_the_next_request(site: LiveServe
 
 
 async def test_mcp_tokens_keep_working_beside_oauth(site: LiveServer) -> None:
-    from tests.oauth.helpers import manage
+    from tests.support.auth import manage
 
     token = manage(site, "mcp_token", "create", "alice").strip().split()[-1]
     assert token.startswith("mcp_")
@@ -143,7 +143,7 @@ async def test_mcp_tokens_keep_working_beside_oauth(site: LiveServer) -> None:
 async def test_unused_registrations_are_pruned_and_used_ones_kept(
     site: LiveServer, signed_in: SignIn
 ) -> None:
-    from tests.oauth.helpers import manage, shell
+    from tests.support.auth import manage, shell
 
     info = signed_in.storage.client_info
     assert info is not None

@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.live import LiveServer
-from tests.oauth.helpers import PASSWORD, make_user, start_oauth_server
-from tests.oauth.helpers import shell as site_shell
+from tests.support.auth import shell as site_shell
+from tests.support.live import LiveServer
+from tests.support.oauth import PASSWORD, make_user, start_oauth_server
 
 ADMIN = "/admin/oauth2_provider"
 ENDPOINT = "http://127.0.0.1/mcp"

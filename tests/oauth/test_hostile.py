@@ -9,10 +9,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.live import LiveServer
-from tests.oauth.helpers import Browser, redirect_params
-from tests.oauth.raw_oauth import REDIRECT, authorize_url, client_id, register
-from tests.raw import initialize
+from tests.support.live import LiveServer
+from tests.support.oauth import Browser, redirect_params
+from tests.support.raw import initialize
+from tests.support.raw_oauth import REDIRECT, authorize_url, client_id, register
 
 # -- discovery ---------------------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from django.test import override_settings
 from mcp_server.oauth.checks import AUTH_CLASS, TOKEN_CLASS, check_oauth_server
 from mcp_server.oauth.defaults import SAFE_DEFAULTS
 from mcp_server.oauth.redirects import redirect_problem
-from tests.live import ROOT, base_env, manage_py_check
+from tests.support.live import ROOT, base_env, manage_py_check
 
 GOOD_CLASSES = ["mcp_server.auth.session.SessionAuthentication", AUTH_CLASS, TOKEN_CLASS]
 

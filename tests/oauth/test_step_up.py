@@ -22,11 +22,12 @@ from mcp import Client
 from mcp.client.auth import AuthorizationCodeResult
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.live import LiveServer
-from tests.oauth.helpers import Browser, start_oauth_server
-from tests.oauth.raw_oauth import client_id, exchange, get_code
-from tests.oauth.signin import SignIn
-from tests.raw import RawSession, open_session, rpc, sessionless_headers, sessionless_meta, wait_for
+from tests.support.live import LiveServer
+from tests.support.oauth import Browser, start_oauth_server
+from tests.support.raw import RawSession, open_session, rpc, sessionless_headers, sessionless_meta
+from tests.support.raw_oauth import client_id, exchange, get_code
+from tests.support.signin import SignIn
+from tests.support.wait import wait_for
 
 REQUIRED = "django-mcp-ledger/requiredScope"
 

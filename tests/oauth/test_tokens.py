@@ -6,10 +6,11 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.live import LiveServer
-from tests.oauth.helpers import Browser, shell, start_oauth_server
-from tests.oauth.raw_oauth import REDIRECT, client_id, exchange, get_code, register
-from tests.raw import initialize
+from tests.support.auth import shell
+from tests.support.live import LiveServer
+from tests.support.oauth import Browser, start_oauth_server
+from tests.support.raw import initialize
+from tests.support.raw_oauth import REDIRECT, client_id, exchange, get_code, register
 
 # -- tokens ------------------------------------------------------------------------------------------------
 
@@ -150,7 +151,7 @@ async def test_bad_token_requests_get_the_rfc_error(
 async def test_a_deleted_users_token_stops(
     site: LiveServer, http: httpx.AsyncClient, browser: Browser
 ) -> None:
-    from tests.oauth.helpers import make_user
+    from tests.support.oauth import make_user
 
     make_user(site, "temp")
     temp = Browser.open(site)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.live import base_env, migrated_template, run_shell, start_server
-from tests.oauth.helpers import ON, shell
+from tests.support.auth import shell
+from tests.support.live import base_env, migrated_template, run_shell, start_server
+from tests.support.oauth import ON
+from tests.support.wait import wait_for
 
 SETUP = """
 from datetime import timedelta
@@ -33,7 +35,7 @@ NAMES = (
 )
 
 
-def test_the_upkeep_prunes_unused_registrations(tmp_path: Path) -> None:
+async def test_the_upkeep_prunes_unused_registrations(tmp_path: Path) -> None:
     database = tmp_path / "site.sqlite3"
     shutil.copy(migrated_template(tmp_path, **ON), database)
     site_env = {**ON, "DATABASE_URL": f"sqlite:///{database}"}
@@ -45,11 +47,12 @@ def test_the_upkeep_prunes_unused_registrations(tmp_path: Path) -> None:
             assert (
                 initialize_sync(http, server.url) == 401
             )  # an MCP request starts the runtime, and its upkeep
-        deadline = time.monotonic() + 30
-        names = shell(server, NAMES)
-        while "old-unused" in names:
-            assert time.monotonic() < deadline, f"never pruned: {names}\n{server.log()}"
-            names = shell(server, NAMES)
+
+        async def pruned() -> str | None:
+            names = await asyncio.to_thread(shell, server, NAMES)
+            return names if "old-unused" not in names else None
+
+        names = await wait_for(pruned, "the old unused registration to be pruned", within=30, every=0)
     finally:
         server.stop()
     assert "new-unused" in names  # younger than a day
@@ -67,7 +70,7 @@ def initialize_sync(http: httpx.Client, url: str) -> int:
 
 @pytest.mark.parametrize("hooks", [[], ["no.such.hook"]])
 def test_upkeep_hooks_can_be_turned_off_and_are_checked(hooks: list[str]) -> None:
-    from tests.live import manage_py_check
+    from tests.support.live import manage_py_check
 
     env = base_env(Path("/dev/null"), {"UPKEEP_HOOKS": hooks}, **ON)
     done = manage_py_check(env)

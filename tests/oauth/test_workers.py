@@ -17,10 +17,10 @@ import httpx
 import pytest
 import redis
 
-from tests.live import REDIS_URL, LiveServer, shared_site, start_server
-from tests.oauth.helpers import ON, make_user
-from tests.oauth.signin import SignIn
-from tests.raw import initialize
+from tests.support.live import REDIS_URL, LiveServer, shared_site, start_server
+from tests.support.oauth import ON, make_user
+from tests.support.raw import initialize
+from tests.support.signin import SignIn
 
 
 @dataclass

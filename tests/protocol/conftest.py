@@ -1,4 +1,4 @@
-"""The two workers of the settlement scenarios (tests/settlement_helpers.py), on each ledger backend."""
+"""The two workers of the settlement scenarios (tests/support/settlement.py), on each ledger backend."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from django.core.cache import caches
 from django.db import connection, connections
 
 from mcp_server.conf import mcp_settings
-from tests.services_rerun import ON_SERVICES
-from tests.settlement_helpers import (
+from tests.support.services_rerun import ON_SERVICES
+from tests.support.settlement import (
     BACKENDS,
     GATES,
     WRITE_BEHIND,

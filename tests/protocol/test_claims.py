@@ -15,7 +15,7 @@ from mcp_server.protocol.settlement import PendingRequest
 from mcp_server.registry.server import MCPServer
 from mcp_server.runtime import Runtime
 from mcp_server.wire.errors import RequestSettled
-from tests.peers import RecordingPeer
+from tests.support.peers import RecordingPeer
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 

@@ -19,7 +19,7 @@ from mcp_server.core.context import Context, SessionState
 from mcp_server.models import Session
 from mcp_server.protocol.dispatcher import dispatch
 from mcp_server.registry.server import MCPServer
-from tests.peers import RecordingPeer
+from tests.support.peers import RecordingPeer
 
 VERSION = "2025-11-25"
 server = MCPServer("dispatcher-units")

@@ -20,7 +20,7 @@ from mcp_server.core.states import State
 from mcp_server.protocol.guarantee import answer, deadline_for, name_of
 from mcp_server.protocol.middleware import GetResponse
 from mcp_server.registry.server import MCPServer
-from tests.peers import RecordingPeer
+from tests.support.peers import RecordingPeer
 
 server = MCPServer("guarantee-units")
 STARTED: dict[str, asyncio.Event] = {}

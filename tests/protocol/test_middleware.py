@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 import pytest
 
-from tests.live import LiveServer
-from tests.raw import RawSession, open_session
+from tests.support.live import LiveServer
+from tests.support.raw import RawSession, open_session
 
 MIDDLEWARE = ["tests.testapp.middleware.count_calls", "tests.testapp.middleware.misbehave"]
 

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from mcp_server.protocol.outbound import aremember_route
-from tests.live import REDIS_URL, redis_namespace, require_services
+from tests.support.live import REDIS_URL, redis_namespace, require_services
 
 pytestmark = pytest.mark.asyncio
 

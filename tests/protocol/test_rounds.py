@@ -26,7 +26,7 @@ from mcp_server.protocol.rounds import open_rounds
 from mcp_server.registry.server import MCPServer
 from mcp_server.wire.jsonrpc import JSONRPCResponse, WireError
 from mcp_server.wire.versions import SESSIONLESS_VERSIONS
-from tests.peers import RecordingPeer
+from tests.support.peers import RecordingPeer
 
 MODERN = "2026-07-28"
 ALL = {"elicitation": {}, "sampling": {}, "roots": {"listChanged": True}}

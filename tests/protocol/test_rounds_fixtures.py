@@ -15,7 +15,7 @@ from mcp_server.core.context import Context, SessionState
 from mcp_server.core.states import State
 from mcp_server.protocol.guarantee import answer
 from project.mcp_servers import conformance
-from tests.peers import RecordingPeer
+from tests.support.peers import RecordingPeer
 
 MODERN = "2026-07-28"
 CAPS = {"sampling": {}, "elicitation": {}, "roots": {"listChanged": True}}

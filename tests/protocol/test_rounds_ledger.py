@@ -27,8 +27,8 @@ from mcp_server.runtime import Runtime
 from mcp_server.stores.ledger.cache import CacheLedger
 from mcp_server.stores.ledger.database import DatabaseLedger
 from mcp_server.wire.jsonrpc import JSONRPCRequest
-from tests.peers import RecordingPeer
-from tests.raw import wait_for
+from tests.support.peers import RecordingPeer
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

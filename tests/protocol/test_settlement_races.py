@@ -58,8 +58,8 @@ from mcp_server.ledger.upkeep import Upkeep
 from mcp_server.protocol.settlement import aborted_response
 from mcp_server.wire.errors import INVALID_REQUEST, JSONRPCError
 from mcp_server.wire.jsonrpc import error_response
-from tests.services_rerun import expected_tests, rerun_on_services
-from tests.settlement_helpers import (
+from tests.support.services_rerun import expected_tests, rerun_on_services
+from tests.support.settlement import (
     ANSWERED,
     BACKENDS,
     HANDLERS,

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from mcp_server.wire.errors import TOO_MANY_TASKS
-from tests.admin_helpers import query
-from tests.auth_helpers import bearer, make_fixtures
-from tests.live import LiveServer
-from tests.raw import wait_for
-from tests.tasks_helpers import TASKS, TaskClient
+from tests.support.admin import query
+from tests.support.auth import bearer, make_fixtures
+from tests.support.live import LiveServer
+from tests.support.tasks import TASKS, TaskClient
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.asyncio
 

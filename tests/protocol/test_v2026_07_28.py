@@ -15,7 +15,7 @@ from mcp_server.protocol.dispatcher import dispatch
 from mcp_server.protocol.v2026_07_28 import finish_result, sessionless_state
 from mcp_server.registry.server import MCPServer
 from mcp_server.wire.errors import JSONRPCError
-from tests.peers import RecordingPeer
+from tests.support.peers import RecordingPeer
 
 pytestmark = pytest.mark.asyncio
 

@@ -1,7 +1,7 @@
 """A write's claim on its answer (``Context.claim_answer``), in process, on both ledgers, against every way a
 request can end: a write and its request's settlement agree.
 
-Worker A holds a ``tools/call`` of ``held_write`` (tests/settlement_helpers.py): one transaction creates an
+Worker A holds a ``tools/call`` of ``held_write`` (tests/support/settlement.py): one transaction creates an
 author and claims the request's answer. Worker B cancels the request, ends its session, aborts it for an
 operator, or A's own deadline passes (the harness of tests/protocol/test_settlement_races.py):
 
@@ -24,13 +24,13 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from django.utils import timezone
 
 from mcp_server.ledger import State, get_ledger
 from mcp_server.wire.errors import CONNECTION_CLOSED, RequestSettled
 from project.catalogue.models import Author
-from tests.services_rerun import expected_tests, rerun_on_services
-from tests.settlement_helpers import (
+from tests.support.deadlines import timer_state
+from tests.support.services_rerun import expected_tests, rerun_on_services
+from tests.support.settlement import (
     ANSWERED,
     BACKENDS,
     ORPHAN_OUTCOME,
@@ -95,10 +95,11 @@ async def test_a_write_that_claimed_its_answer_is_answered_whatever_comes_later(
         assert record.state == ANSWERED
     else:
         await a.runtime.writer.flush()
-    if outcome.name == "deadline":  # disarmed: no event marks the moment it would have fired
-        due = request.record.deadline
-        assert due is not None
-        await asyncio.sleep(max(0.0, (due - timezone.now()).total_seconds()) + 0.05)
+    if (
+        outcome.name == "deadline"
+    ):  # disarmed by the claim: the timer is off the loop, though the handler runs
+        assert request.gate.deadline is not None
+        assert timer_state(request.gate.deadline) == {"expired": False, "armed": False}
         await fence(a.runtime)
     else:
         returned = await compete(outcome, b, request)

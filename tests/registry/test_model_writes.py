@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from mcp import MCPError
 
-from tests.auth_helpers import make_fixtures, sdk_client, shell
-from tests.live import LiveServer
+from tests.support.auth import make_fixtures, sdk_client, shell
+from tests.support.live import LiveServer
 
 Fixtures = tuple[LiveServer, dict[str, Any]]
 

@@ -16,8 +16,8 @@ from pydantic import BaseModel
 
 from mcp_server import Context, MCPServer, ToolError
 from mcp_server.wire.errors import INVALID_PARAMS, JSONRPCError
-from tests.live import LiveServer
-from tests.raw import RawSession, content_type, open_session, parse_sse, rpc
+from tests.support.live import LiveServer
+from tests.support.raw import RawSession, content_type, open_session, parse_sse, rpc
 
 
 class Point(BaseModel):

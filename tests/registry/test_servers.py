@@ -8,9 +8,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.auth_helpers import http_client, make_fixtures, sdk_client, tool_names
-from tests.live import LiveServer
-from tests.raw import RawSession, open_session, rpc
+from tests.support.auth import http_client, make_fixtures, sdk_client, tool_names
+from tests.support.live import LiveServer
+from tests.support.raw import RawSession, open_session, rpc
 
 Fixtures = tuple[LiveServer, dict[str, Any]]
 

@@ -31,7 +31,7 @@ from mcp_server.registry.server import MCPServer
 from mcp_server.wire.errors import RequestSettled
 from project.catalogue.models import Author, Book
 from tests.drfapp.api import AuthorSerializer, AuthorViewSet, LoanViewSet, ShelfViewSet
-from tests.live import ROOT
+from tests.support.live import ROOT
 
 
 class Part(serializers.Serializer):  # type: ignore[misc]

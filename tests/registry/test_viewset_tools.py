@@ -22,8 +22,8 @@ import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.auth_helpers import make_fixtures, sdk_client
-from tests.live import ROOT, LiveServer
+from tests.support.auth import make_fixtures, sdk_client
+from tests.support.live import ROOT, LiveServer
 
 Fixtures = tuple[LiveServer, dict[str, Any]]
 

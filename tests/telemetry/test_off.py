@@ -10,7 +10,7 @@ from typing import Any
 
 from mcp_server.checks import check_telemetry
 from mcp_server.telemetry import load_telemetry
-from tests.live import ROOT
+from tests.support.live import ROOT
 
 SCRIPT = r"""
 import asyncio, json, sys
@@ -19,7 +19,7 @@ import django
 django.setup()
 from django.core.cache import caches
 from mcp_server.core.context import SessionState
-from mcp_server.ledger.cache import CacheLedger
+from mcp_server.stores.ledger.cache import CacheLedger
 from mcp_server.registry.server import mcp
 from mcp_server.runtime import Runtime
 from mcp_server.transports.exchange import PostExchange

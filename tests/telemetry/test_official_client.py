@@ -14,8 +14,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from tests.live import LiveServer
-from tests.raw import wait_for
+from tests.support.live import LiveServer
+from tests.support.wait import wait_for
 
 from .span_file import read_spans
 

@@ -255,6 +255,8 @@ from functools import cache as _race_cache  # noqa: E402
 
 RACE_GATE_WAIT = 60.0
 """How long a gated handler waits for its gate before it gives up (its test has failed long before)."""
+_race_deadlines: dict[str, asyncio.Timeout] = {}
+"""Each gated handler's deadline scope, by gate, for ``test/deadline``."""
 
 
 @_race_cache
@@ -279,6 +281,8 @@ def _race_key(kind: str, gate: str) -> str:
 def _race_gate(gate: str, ctx: Context) -> str:
     """Report the start, block this worker thread until the test opens ``gate``, report the end."""
     client = _race_redis()
+    if ctx.deadline is not None:
+        _race_deadlines.setdefault(gate, ctx.deadline)
     entry = getattr(ctx.peer, "entry", None)
     started = {"pid": _race_os.getpid(), "pk": entry.record.pk if entry is not None else None}
     client.rpush(_race_key("started", gate), _race_json.dumps(started))
@@ -288,6 +292,15 @@ def _race_gate(gate: str, ctx: Context) -> str:
     client.rpush(_race_key("done", gate), result)
     client.expire(_race_key("done", gate), 600)
     return result
+
+
+@mcp.method("test/deadline")
+async def raw_deadline(params: dict[str, Any]) -> dict[str, Any]:
+    """The timer of the deadline of the handler gated by ``params["gate"]`` in this worker
+    (``tests.support.deadlines.timer_state``: whether it fired, whether it is still scheduled)."""
+    from tests.support.deadlines import timer_state
+
+    return timer_state(_race_deadlines[str(params["gate"])])
 
 
 @mcp.tool

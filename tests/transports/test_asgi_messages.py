@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from mcp_server.auth.metadata import CORS_HEADERS, ProtectedResourceMetadata
-from mcp_server.ledger.cache import CacheLedger
 from mcp_server.registry.server import mcp
 from mcp_server.runtime import Runtime
+from mcp_server.stores.ledger.cache import CacheLedger
 from mcp_server.transports.consumer import MCPConsumer
 from mcp_server.wire.asgi import Header, Message
 

@@ -9,8 +9,8 @@ import pytest
 from django.http import HttpRequest
 
 from mcp_server.auth import AuthResult, BaseAuthentication
-from tests.live import LiveServer
-from tests.raw import error_of, initialize, mcp_headers, open_session
+from tests.support.live import LiveServer
+from tests.support.raw import error_of, initialize, mcp_headers, open_session
 
 
 class ExplodingAuthentication(BaseAuthentication):

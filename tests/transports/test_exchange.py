@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +22,7 @@ from mcp_server.transports.exchange import PostExchange
 from mcp_server.wire.jsonrpc import IncomingMessage, parse_message
 from mcp_server.wire.messages import EndSession
 from mcp_server.wire.versions import LATEST_VERSION
+from tests.support.wait import wait_for
 
 SESSION = "s-exchange"
 
@@ -188,10 +188,11 @@ async def test_nothing_to_answer_is_202_without_a_body(
 
 async def held(runtime: Runtime, request_id: int) -> None:
     """Wait until the runtime holds the request (polled: registration has no event of its own)."""
-    deadline = time.monotonic() + 5
-    while runtime.requests.get(SESSION, request_key(request_id)) is None:
-        assert time.monotonic() < deadline, "the request never arrived"
-        await asyncio.sleep(0.01)
+
+    async def arrived() -> bool:
+        return runtime.requests.get(SESSION, request_key(request_id)) is not None
+
+    await wait_for(arrived, f"request {request_id} to arrive", within=5)
 
 
 @pytest.mark.parametrize("mode", ["json", "sse", "auto"])

@@ -21,9 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.hostile import strict_json
-from tests.live import LiveServer, shared_site, start_server
-from tests.raw import ACCEPT_BOTH, LATEST, MODERN, content_type, open_session, rpc, sessionless_meta
+from tests.support.hostile import strict_json
+from tests.support.live import LiveServer, shared_site, start_server
+from tests.support.raw import ACCEPT_BOTH, LATEST, MODERN, content_type, open_session, rpc, sessionless_meta
 
 TIMEOUT = 20.0
 FUZZ = settings(

@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.hostile import (
+from tests.support.hostile import (
     acceptable_id,
     bodies,
     check_answers,
@@ -35,9 +35,9 @@ from tests.hostile import (
     single_messages,
     strict_json,
 )
-from tests.live import ROOT, LiveServer, migrated_template, shared_site, start_server
-from tests.raw import content_type, open_session, rpc
-from tests.transports.test_stdio import COMMAND, INITIALIZE, stdio_env
+from tests.support.live import ROOT, LiveServer, migrated_template, shared_site, start_server
+from tests.support.raw import content_type, open_session, rpc
+from tests.support.stdio import COMMAND, INITIALIZE, stdio_env
 
 BATCH_VERSION = "2025-03-26"
 TIMEOUT = 20.0

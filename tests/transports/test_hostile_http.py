@@ -20,7 +20,7 @@ import pytest
 
 from mcp_server.core.records import request_key
 from mcp_server.wire.jsonrpc import MAX_INT_ID, MIN_INT_ID
-from tests.live import (
+from tests.support.live import (
     REDIS_URL,
     LiveServer,
     migrated_template,
@@ -29,7 +29,7 @@ from tests.live import (
     require_services,
     start_server,
 )
-from tests.raw import RawSession, content_type, open_session, rpc
+from tests.support.raw import RawSession, content_type, open_session, rpc
 
 SURROGATE = "\ud800"
 BATCH_VERSION = "2025-03-26"

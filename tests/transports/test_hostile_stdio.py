@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from mcp_server.wire.jsonrpc import MAX_INT_ID
-from tests.live import migrated_template
-from tests.raw import rpc
-from tests.transports.test_stdio import LEDGERS, RawStdio, spawn, stdio_env
+from tests.support.live import migrated_template
+from tests.support.raw import rpc
+from tests.support.stdio import LEDGERS, RawStdio, spawn, stdio_env
 
 SURROGATE = "\ud800"
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.raw import rpc
-from tests.transports.test_stdio import RawStdio, database, rows, start, template
+from tests.support.raw import rpc
+from tests.support.stdio import RawStdio, database, rows, start, template
 
 pytestmark = pytest.mark.asyncio
 

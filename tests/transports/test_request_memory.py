@@ -11,8 +11,15 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.live import LiveServer
-from tests.raw import final_response, messages_of, open_session, rpc, sessionless_headers, sessionless_meta
+from tests.support.live import LiveServer
+from tests.support.raw import (
+    final_response,
+    messages_of,
+    open_session,
+    rpc,
+    sessionless_headers,
+    sessionless_meta,
+)
 
 pytestmark = pytest.mark.asyncio
 

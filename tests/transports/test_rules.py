@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.live import LiveServer
-from tests.raw import (
+from tests.support.live import LiveServer
+from tests.support.raw import (
     CLIENT_INFO,
     LATEST,
     RawSession,
@@ -26,7 +26,7 @@ from tests.raw import (
     parse_sse,
     rpc,
 )
-from tests.transports.test_body_limit import read_response
+from tests.support.sockets import read_response
 
 
 @pytest.fixture

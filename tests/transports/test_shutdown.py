@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.live import (
+from tests.support.live import (
     ROOT,
     LiveServer,
     base_env,
@@ -34,7 +34,7 @@ from tests.live import (
     stop_process,
     wait_for_port,
 )
-from tests.raw import messages_of, open_session, rpc
+from tests.support.raw import messages_of, open_session, rpc
 
 GRACE = 10.0
 """SHUTDOWN_GRACE of the servers here: every step of a shutdown must end well within it."""

@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.admin_helpers import query
-from tests.live import LiveServer
-from tests.raw import (
+from tests.support.admin import query
+from tests.support.live import LiveServer
+from tests.support.raw import (
     ACCEPT_BOTH,
     MODERN,
     final_response,
@@ -24,8 +24,8 @@ from tests.raw import (
     rpc,
     sessionless_headers,
     sessionless_meta,
-    wait_for,
 )
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.asyncio
 

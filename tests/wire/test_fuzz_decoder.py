@@ -22,7 +22,7 @@ from mcp_server.wire.jsonrpc import (
     refusal,
     result_response,
 )
-from tests.hostile import (
+from tests.support.hostile import (
     acceptable_id,
     bodies,
     hostile_ids,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from tests.live import ROOT
+from tests.support.live import ROOT
 
 
 @pytest.fixture

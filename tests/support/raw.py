@@ -3,15 +3,15 @@ headers, framing)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-from tests.live import LiveServer
+from tests.support.live import LiveServer
+from tests.support.wait import wait_for
 
 ACCEPT_BOTH = "application/json, text/event-stream"
 LATEST = "2025-11-25"
@@ -119,18 +119,6 @@ def error_of(response: httpx.Response) -> dict[str, Any]:
 def mode_of(server: LiveServer) -> str:
     """The ``RESPONSE_MODE`` a live server runs with."""
     return str(json.loads(server.env["MCP_TEST_OVERRIDES"]).get("RESPONSE_MODE", "auto"))
-
-
-async def wait_for(check: Callable[[], Awaitable[bool]], *, within: float = 10.0) -> None:
-    """Poll ``check`` until it holds; fail after ``within`` seconds.
-
-    Polling, not an event: what is checked (a request registered in flight, a ledger row) happens inside a
-    server process, which sends nothing when it happens; asking it again is the only way to see it. The
-    deadline makes a condition that never comes a failure, not a hang.
-    """
-    async with asyncio.timeout(within):
-        while not await check():  # noqa: ASYNC110 - the state is in another process, which signals nothing
-            await asyncio.sleep(0.01)
 
 
 async def initialize(

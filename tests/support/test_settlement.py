@@ -1,5 +1,5 @@
 """The race tests' own machinery: a task that will not stop is reported and left behind, not waited on for
-ever by the loop's close (tests/settlement_helpers.py ``leave_stuck_tasks_behind``)."""
+ever by the loop's close (tests/support/settlement.py ``leave_stuck_tasks_behind``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from tests.settlement_helpers import leave_stuck_tasks_behind
+from tests.support.settlement import leave_stuck_tasks_behind
 
 
 async def test_a_task_that_ignores_its_cancel_is_reported_and_left_behind() -> None:

@@ -16,13 +16,13 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 PORTS_PER_PROCESS = 2000
@@ -120,14 +120,15 @@ def manage_py_check(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 
 class ShellRunner:
-    """A ``python -m tests.shell_runner`` for one environment: runs ``manage.py shell -c`` snippets, one at a
-    time, each in a fresh fork of a process that has set Django up (``tests/shell_runner.py``)."""
+    """A ``python -m tests.support.shell_runner`` for one environment: runs ``manage.py shell -c`` snippets,
+    one at a time, each in a fresh fork of a process that has set Django up
+    (``tests/support/shell_runner.py``)."""
 
     def __init__(self, env: Mapping[str, str]) -> None:
         self.lock = threading.Lock()
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 (the runner's own stderr: why it died, if it did)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.shell_runner"],
+            [sys.executable, "-m", "tests.support.shell_runner"],
             cwd=ROOT,
             env=dict(env),
             stdin=subprocess.PIPE,
@@ -136,12 +137,15 @@ class ShellRunner:
             start_new_session=True,  # its process group: a timeout kills the snippet's fork too
         )
 
-    def run(self, code: str, timeout: float) -> subprocess.CompletedProcess[str]:
-        from tests.shell_runner import HEADER
+    def run(self, args: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
+        """``manage.py <args>`` in a fresh fork, as ``subprocess.run(..., capture_output=True, text=True)``
+        returns it."""
+        from tests.support.shell_runner import HEADER
 
         assert self.process.stdin is not None
         assert self.process.stdout is not None
-        payload = code.encode()
+        code = " ".join(args)
+        payload = json.dumps(list(args)).encode()
         with self.lock:
             try:
                 self.process.stdin.write(HEADER.pack(len(payload)) + payload)
@@ -151,8 +155,9 @@ class ShellRunner:
             reply = self.read(HEADER.size, timeout, code)
             (length,) = HEADER.unpack(reply)
             done = json.loads(self.read(length, timeout, code))
-        args = ["manage.py", "shell", "-c", code]
-        return subprocess.CompletedProcess(args, done["returncode"], done["stdout"], done["stderr"])
+        return subprocess.CompletedProcess(
+            ["manage.py", *args], done["returncode"], done["stdout"], done["stderr"]
+        )
 
     def read(self, size: int, timeout: float, code: str) -> bytes:
         """Exactly ``size`` bytes of the reply, within ``timeout`` seconds (else the runner is killed)."""
@@ -164,7 +169,7 @@ class ShellRunner:
             ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
             if not ready:
                 self.close()
-                raise subprocess.TimeoutExpired(["manage.py", "shell", "-c", code], timeout)
+                raise subprocess.TimeoutExpired(f"manage.py {code}", timeout)
             chunk = os.read(fd, size - len(data))
             if not chunk:
                 self.process.wait()
@@ -244,10 +249,19 @@ def run_shell(
     With ``check`` (the default) a snippet that fails (an exception: exit code 1 and its traceback) fails the
     call with its stderr.
     """
-    done = SHELLS.runner(env).run(code, timeout)
+    done = SHELLS.runner(env).run(["shell", "-c", code], timeout)
     if check:
         assert done.returncode == 0, f"manage.py shell -c failed ({done.returncode}):\n{done.stderr}"
     return done
+
+
+def run_manage(
+    env: Mapping[str, str], *args: str, timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """``manage.py <args>`` with ``env`` as :func:`run_shell` runs a snippet: Django's own command line
+    (``execute_from_command_line``, what ``manage.py`` calls) in a fresh fork of the runner kept for ``env``;
+    never raises on a non-zero exit code."""
+    return SHELLS.runner(env).run(args, timeout)
 
 
 MIGRATION_SET = ("DJANGO_SETTINGS_MODULE", "MCP_DEMO_OAUTH")

@@ -1,5 +1,6 @@
-"""The child pytest of the race tests (tests/services_rerun.py): one that hangs is killed at its timeout,
-and the failure names the file its output streamed to and quotes its end, which names the test that hung."""
+"""The child pytest of the race tests (tests/support/services_rerun.py): one that hangs is killed at its
+timeout, and the failure names the file its output streamed to and quotes its end, which names the test that
+hung."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.services_rerun import ON_SERVICES, rerun_on_services
+from tests.support.services_rerun import ON_SERVICES, rerun_on_services
 
 
 @pytest.mark.skipif(ON_SERVICES, reason="runs in the parent")

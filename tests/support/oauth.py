@@ -7,8 +7,6 @@ import hashlib
 import html
 import re
 import secrets
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
-from tests.live import ROOT, LiveServer, run_shell, start_server
+from tests.support.auth import shell
+from tests.support.live import LiveServer, start_server
 
 ON = {"MCP_DEMO_OAUTH": "1"}
 """The environment that turns the demo's authorization server on (project/settings.py)."""
@@ -39,19 +38,6 @@ def make_user(server: LiveServer, name: str, **fields: Any) -> None:
         f"u.set_password({PASSWORD!r});" + "".join(f"u.{k} = {v!r};" for k, v in fields.items()) + "u.save()"
     )
     shell(server, code)
-
-
-def shell(server: LiveServer, code: str) -> str:
-    """``manage.py shell -c code`` against the server's database (``tests.live.run_shell``): its stdout."""
-    return run_shell(server.env, code).stdout
-
-
-def manage(server: LiveServer, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env=server.env, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def pkce() -> tuple[str, str]:

@@ -47,6 +47,7 @@ from mcp_server.wire.jsonrpc import JSONRPCRequest, RequestId, error_response, p
 from mcp_server.wire.messages import WORKERS_GROUP, AbortRequest, AbortResult, parse_event, to_event
 from mcp_server.wire.versions import LATEST_VERSION
 from project.catalogue.models import Author
+from tests.support.deadlines import timer_state
 
 DEADLINE = 0.3
 """The ``timeout`` of the ``held_deadline`` tool (the ``deadline`` outcome)."""
@@ -78,6 +79,8 @@ class Gate:
     cancels_ignored: int = 0
     refused: BaseException | None = None
     """What a write's claim on its answer raised (``held_write``)."""
+    deadline: asyncio.Timeout | None = None
+    """The handler's deadline scope (``Context.deadline``), whose timer :func:`deadline_spent` reads."""
 
     def open(self) -> None:
         self.opened.set()
@@ -107,8 +110,9 @@ races = MCPServer(RACES_SERVER)
 """The tools of these scenarios (a server of its own: the test app's tools are not involved)."""
 
 
-def _hold(gate: str) -> str:
+def _hold(gate: str, ctx: Context) -> str:
     held = GATES[gate]
+    held.deadline = ctx.deadline
     held.signal(held.started)
     held.opened.wait(GATE_WAIT)
     held.signal(held.finished)
@@ -116,15 +120,15 @@ def _hold(gate: str) -> str:
 
 
 @races.tool
-def held(gate: str) -> str:
+def held(gate: str, ctx: Context) -> str:
     """A sync handler: runs in a worker thread, which a cancel cannot stop; its late result is dropped."""
-    return _hold(gate)
+    return _hold(gate, ctx)
 
 
 @races.tool(timeout=DEADLINE)
-def held_deadline(gate: str) -> str:
+def held_deadline(gate: str, ctx: Context) -> str:
     """``held`` with a deadline of :data:`DEADLINE` seconds: the thread outlives it."""
-    return _hold(gate)
+    return _hold(gate, ctx)
 
 
 @races.tool
@@ -148,6 +152,7 @@ def _write(gate: str, ctx: Context, claim: str) -> str:
     back); ``early``: creates the row, claims its answer and commits, then waits on its gate (a competitor
     meanwhile comes too late)."""
     held = GATES[gate]
+    held.deadline = ctx.deadline
     if claim == "late":
         held.signal(held.started)
         held.opened.wait(GATE_WAIT)
@@ -160,7 +165,7 @@ def _write(gate: str, ctx: Context, claim: str) -> str:
         held.signal(held.finished)
         raise
     if claim == "early":
-        return _hold(gate)
+        return _hold(gate, ctx)
     held.signal(held.finished)
     return held.result
 
@@ -463,17 +468,27 @@ async def compete(outcome: Outcome, b: Worker, request: Request) -> Any:
     elif outcome.name == "abort":
         assert request.record.pk is not None, "the row is not written yet: flush A's writer first"
         returned = await aabort_requests([request.record.pk])
-    else:  # A's own timer: wait until it settled the request, or (settled already) until it was due
+    else:  # A's own timer: wait until it settled the request, or (settled already) see that it cannot fire
         assert outcome.name == "deadline"
-        due = request.record.deadline
-        assert due is not None
         if request.entry.state == PENDING:
             await a.until_delivered(request)
-        # No event marks the moment of a timer that was disarmed: wait for the moment itself.
-        await asyncio.sleep(max(0.0, (due - timezone.now()).total_seconds()) + 0.01)
+        await deadline_spent(request)
     if not a.dead:
         await fence(a.runtime)
     return returned
+
+
+async def deadline_spent(request: Request) -> None:
+    """Return once the request's deadline can fire no more, as its timer says: it fired, or it is disarmed
+    (the handler claimed its answer, or the handler's scope ended with its task, which cancels the timer)."""
+    scope = request.gate.deadline
+    assert scope is not None, "the handler ran without a deadline"
+    if scope.expired() or not timer_state(scope)["armed"]:
+        return
+    task = request.entry.task
+    assert task is not None
+    await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), WITHIN)
+    assert not timer_state(scope)["armed"], "the handler's task ended with its deadline still scheduled"
 
 
 def b_won(outcome: Outcome, returned: Any) -> bool | None:

@@ -7,8 +7,8 @@ from urllib.parse import urlencode
 
 import httpx
 
-from tests.live import LiveServer
-from tests.oauth.helpers import Browser, pkce
+from tests.support.live import LiveServer
+from tests.support.oauth import Browser, pkce
 
 __all__ = ["REDIRECT", "authorize_url", "client_id", "exchange", "get_code", "register"]
 

@@ -312,7 +312,7 @@ def test_w008_follows_the_cache_alias_mcp_uses() -> None:
 def test_the_demo_settings_on_redis_pass_w002_and_w008() -> None:
     """The demo's Redis timeouts (project/settings.py, with REDIS_URL set) satisfy both checks."""
 
-    from tests.live import ROOT, base_env, manage_py_check
+    from tests.support.live import ROOT, base_env, manage_py_check
 
     env = base_env(
         ROOT / "unused.sqlite3", REDIS_URL="redis://127.0.0.1:1/0", DJANGO_SETTINGS_MODULE="project.settings"

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tests import live
+from tests.support import live
 
 ON_SERVICES = os.environ.get("MCP_RACES_ON_SERVICES") == "1"
 """Whether this process is such a child."""

@@ -22,8 +22,8 @@ from mcp_server.runtime import Runtime
 from mcp_server.stores.ledger.database import DatabaseLedger
 from mcp_server.wire.errors import REQUEST_TIMEOUT, TOO_MANY_TASKS, JSONRPCError
 from project.mcp_servers import conformance
-from tests.raw import MODERN
-from tests.tasks_helpers import WITH_TASKS
+from tests.support.raw import MODERN
+from tests.support.tasks import WITH_TASKS
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 

@@ -1,16 +1,18 @@
-"""A long-lived ``manage.py shell -c`` for the tests (``tests.live.run_shell``): pays Python's and Django's
-start-up once per environment, then runs each snippet in a fork of itself.
+"""A long-lived ``manage.py shell -c`` for the tests (``tests.support.live.run_shell``): pays Python's and
+Django's start-up once per environment, then runs each snippet in a fork of itself.
 
-Run as ``python -m tests.shell_runner`` from the project's root, with the environment ``manage.py`` would
-have. It sets Django up once, as ``manage.py`` does, then reads snippets from stdin and, for each, forks: the
-child runs ``manage.py shell -c <snippet>`` (Django's own command, in-process) with its stdout and stderr
-(file descriptors 1 and 2) on files of their own, closes its database connections and exits as a process
-does (non-daemon threads joined, ``atexit`` run; an exception's traceback on its stderr, exit code 1). So a
-snippet sees the process ``manage.py shell -c`` would be right after start-up, nothing a previous snippet
+Run as ``python -m tests.support.shell_runner`` from the project's root, with the environment ``manage.py``
+would have. It sets Django up once, as ``manage.py`` does, then reads snippets from stdin and, for each,
+forks: the child runs ``manage.py shell -c <snippet>`` (Django's own command, in-process) with its stdout and
+stderr (file descriptors 1 and 2) on files of their own, closes its database connections and exits as a
+process does (non-daemon threads joined, ``atexit`` run; an exception's traceback on its stderr, exit code 1).
+So a snippet sees the process ``manage.py shell -c`` would be right after start-up, nothing a previous snippet
 left in memory, and no connection or lock outlives it. The reply is its exit code, stdout and stderr.
 
-Frames on stdin and stdout are a 4-byte big-endian length, then that many bytes: the snippet (UTF-8) in,
-a JSON object out. Whatever else the runner itself prints goes to its stderr, never between frames.
+Frames on stdin and stdout are a 4-byte big-endian length, then that many bytes: a JSON list in (the
+arguments after ``manage.py``: ``["shell", "-c", snippet]``, or any other command, ``mcp_token`` say, run
+the same way), a JSON object out. Whatever else the runner itself prints goes to its stderr, never between
+frames.
 """
 
 from __future__ import annotations
@@ -45,8 +47,9 @@ def write_frame(stream: BinaryIO, payload: bytes) -> None:
     stream.flush()
 
 
-def run_snippet(code: str, out: BinaryIO, err: BinaryIO) -> NoReturn:
-    """In the forked child: ``manage.py shell -c code`` with fds 1 and 2 on ``out`` and ``err``; exits."""
+def run_command(args: list[str], out: BinaryIO, err: BinaryIO) -> NoReturn:
+    """In the forked child: ``manage.py <args>`` (``shell -c <snippet>`` mostly) with fds 1 and 2 on ``out``
+    and ``err``; exits."""
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
@@ -54,7 +57,7 @@ def run_snippet(code: str, out: BinaryIO, err: BinaryIO) -> NoReturn:
     os.dup2(err.fileno(), 2)
     sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
-    sys.argv = ["manage.py", "shell", "-c", code]
+    sys.argv = ["manage.py", *args]
     from django.core.management import execute_from_command_line
     from django.db import connections
 
@@ -103,7 +106,7 @@ def main() -> None:
             pid = os.fork()
             if pid == 0:
                 replies.close()
-                run_snippet(payload.decode(), out, err)
+                run_command(json.loads(payload), out, err)
             _, status = os.waitpid(pid, 0)
             out.seek(0)
             err.seek(0)

@@ -1,4 +1,4 @@
-"""A server for ``mcp_stdio --server tests.stdio_noise.server`` (``tests/transports/test_stdio.py``).
+"""A server for ``mcp_stdio --server tests.support.stdio_noise.server`` (``tests/transports/test_stdio.py``).
 
 Importing it prints to stdout, before the command claims stdout for the protocol; its tool reads the
 process's stdin as a handler might.

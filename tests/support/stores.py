@@ -5,7 +5,7 @@ temporary directory, and removed afterwards. A test can pause one (``SIGSTOP``: 
 while its sockets stay open), resume it, kill it or restart it on the same port. Other tests running at the
 same time use the machine's PostgreSQL on 5432 and Redis on 6379: stopping those would fail them.
 
-Without the binaries a test skips; under ``CI`` it fails (as :func:`tests.live.require_services`).
+Without the binaries a test skips; under ``CI`` it fails (as :func:`tests.support.live.require_services`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.live import ROOT, base_env, free_port, stop_process, wait_for_port
+from tests.support.live import ROOT, base_env, free_port, stop_process, wait_for_port
 
 __all__ = [
     "PostgresServer",

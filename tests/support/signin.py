@@ -15,8 +15,8 @@ from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
-from tests.live import LiveServer
-from tests.oauth.helpers import Browser
+from tests.support.live import LiveServer
+from tests.support.oauth import Browser
 
 __all__ = ["REDIRECT", "MemoryStorage", "SignIn"]
 

@@ -3,13 +3,13 @@ the routing headers (``Mcp-Name: <taskId>`` on ``tasks/*``), answers read in JSO
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from typing import Any
 
 import httpx
 
-from tests.raw import messages_of, rpc, sessionless_headers, sessionless_meta
+from tests.support.raw import messages_of, rpc, sessionless_headers, sessionless_meta
+from tests.support.wait import wait_for
 
 TASKS = "io.modelcontextprotocol/tasks"
 WITH_TASKS: dict[str, Any] = {"extensions": {TASKS: {}}, "elicitation": {}}
@@ -86,9 +86,9 @@ class TaskClient:
 
     async def wait(self, task_id: str, *statuses: str, within: float = 10.0) -> dict[str, Any]:
         """Poll ``tasks/get`` until the task is in one of ``statuses``; fail after ``within`` seconds."""
-        async with asyncio.timeout(within):
-            while True:
-                task = await self.get(task_id)
-                if task["status"] in statuses:
-                    return task
-                await asyncio.sleep(0.05)
+
+        async def in_status() -> dict[str, Any] | None:
+            task = await self.get(task_id)
+            return task if task["status"] in statuses else None
+
+        return await wait_for(in_status, f"task {task_id} in {statuses}", within=within, every=0.05)

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from tests.live import ROOT, LiveServer, run_shell
+from tests.support.live import ROOT, LiveServer, run_shell
 
 PASSWORD = "operator-password"
 """The password of every user these helpers create."""
@@ -34,8 +34,8 @@ def manage(server: LiveServer, *args: str, **env: str) -> subprocess.CompletedPr
 
 
 def shell(server: LiveServer, code: str) -> subprocess.CompletedProcess[str]:
-    """``manage.py shell -c code`` against the server's database and settings (``tests.live.run_shell``);
-    never raises on a failed snippet."""
+    """``manage.py shell -c code`` against the server's database and settings
+    (``tests.support.live.run_shell``); never raises on a failed snippet."""
     return run_shell(server.env, code, check=False)
 
 

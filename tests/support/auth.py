@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -14,7 +12,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.live import ROOT, LiveServer, run_shell
+from tests.support.live import LiveServer, run_manage, run_shell
 
 
 def make_fixtures(server: LiveServer) -> dict[str, Any]:
@@ -25,15 +23,15 @@ def make_fixtures(server: LiveServer) -> dict[str, Any]:
 
 
 def shell(server: LiveServer, code: str) -> str:
-    """``manage.py shell -c code`` against the server's database (``tests.live.run_shell``): its stdout."""
+    """``manage.py shell -c code`` against the server's database (``tests.support.live.run_shell``): its
+    stdout."""
     return run_shell(server.env, code).stdout
 
 
 def manage(server: LiveServer, *args: str) -> str:
-    """Run ``manage.py`` against the server's database; returns stdout."""
-    done = subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env=server.env, capture_output=True, text=True
-    )
+    """Run ``manage.py <args>`` against the server's database (``tests.support.live.run_manage``); returns
+    stdout."""
+    done = run_manage(server.env, *args)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
