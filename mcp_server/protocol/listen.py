@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.context import Context
 from ..core.stores import bounded
 from ..registry.access import ausable, usable_entries
+from ..registry.server import server_of
 from ..wire.errors import INTERNAL_ERROR, JSONRPCError
 from ..wire.jsonrpc import RequestId, notification
 from ..wire.messages import LISTEN_GROUP, ListenEvent
@@ -35,6 +36,7 @@ from ..wire.v2026_07_28 import SUBSCRIPTION_ID_KEY, TASKS_EXTENSION, MissingClie
 from .lifecycle import sessionless_capabilities
 from .settlement import PendingRequest
 from .task_methods import visible_tasks
+from .tasks import runner_of
 
 if TYPE_CHECKING:
     from ..registry.resources import Resource
@@ -50,6 +52,7 @@ __all__ = [
     "covers",
     "honored_filter",
     "listen",
+    "listeners_of",
     "readable_subscriptions",
 ]
 
@@ -116,11 +119,11 @@ async def readable_subscriptions(ctx: Context, uris: Iterable[str]) -> list[str]
     wanted = list(uris)
     if not wanted:
         return []
-    readable = await usable_entries(list(ctx.server.resources.values()), ctx)
+    readable = await usable_entries(list(server_of(ctx).resources.values()), ctx)
     ids = {id(entry) for entry in readable}
     kept = []
     for uri in wanted:
-        found = ctx.server.find_resource(uri)
+        found = server_of(ctx).find_resource(uri)
         if (found is not None and id(found[0]) in ids) or any(_lies_under(uri, e) for e in readable):
             kept.append(uri)
     return kept
@@ -136,7 +139,7 @@ class ReadAccess:
 
     async def allows(self, uri: str) -> bool:
         """Whether ``uri`` is one the caller may read (an unknown URI is not)."""
-        found = self.ctx.server.find_resource(uri)
+        found = server_of(self.ctx).find_resource(uri)
         if found is None:
             return False
         entry = found[0]
@@ -294,12 +297,18 @@ class ListenerTable:
         return len(ending)
 
 
+def listeners_of(ctx: Context) -> ListenerTable | None:
+    """The listen streams of the process serving ``ctx`` (``None`` outside a runtime)."""
+    table = getattr(ctx.runtime, "listeners", None)
+    return table if isinstance(table, ListenerTable) else None
+
+
 async def listen(ctx: Context) -> dict[str, Any]:
     """``subscriptions/listen``: acknowledge, then stream what was asked until the stream ends."""
-    runtime = ctx.runtime
-    if runtime is None:
+    table, runner = listeners_of(ctx), runner_of(ctx)
+    if table is None or runner is None:
         raise JSONRPCError(INTERNAL_ERROR, "subscriptions/listen needs the worker's runtime")
-    honored = honored_filter(ctx.server, ctx.params.get("notifications"), ctx.session.client_capabilities)
+    honored = honored_filter(server_of(ctx), ctx.params.get("notifications"), ctx.session.client_capabilities)
     if "taskIds" in honored:  # only the caller's own tasks (a DetailedTask carries the task's result)
         honored["taskIds"] = await visible_tasks(ctx, honored["taskIds"])
         if not honored["taskIds"]:
@@ -315,12 +324,11 @@ async def listen(ctx: Context) -> dict[str, Any]:
         honored=honored,
         entry=getattr(ctx.peer, "entry", None),
     )
-    table: ListenerTable = runtime.listeners
     await table.add(listener)
     watched: list[str] = []
     try:
         for task_id in honored.get("taskIds") or ():  # its status changes, written by any worker
-            await runtime.tasks.watch(task_id)
+            await runner.watch(task_id)
             watched.append(task_id)
         await ctx.peer.notify(listener.tagged(ACKNOWLEDGED, {"notifications": honored}))
         while (message := await listener.queue.get()) is not None:
@@ -330,5 +338,5 @@ async def listen(ctx: Context) -> dict[str, Any]:
         await table.discard(listener)
         for task_id in watched:
             with contextlib.suppress(Exception):  # a channel layer gone: its membership expires with it
-                await runtime.tasks.unwatch(task_id)
+                await runner.unwatch(task_id)
     return complete_result(ctx.request_id)
