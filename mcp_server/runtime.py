@@ -18,6 +18,7 @@ import socket
 import threading
 import uuid
 import weakref
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from channels.layers import get_channel_layer
@@ -159,6 +160,7 @@ class Runtime:
         self._tasks: list[asyncio.Task[None]] = []
         self._started: asyncio.AbstractEventLoop | None = None
         self._starting: asyncio.Future[None] | None = None
+        self._acts = self._message_table()
 
     # -- life cycle ------------------------------------------------------------------------------------------
 
@@ -304,40 +306,70 @@ class Runtime:
         await self.resumed.rejoin()
 
     async def handle(self, message: WorkerMessage) -> None:
-        """Act on a message from another worker (or this one)."""
-        if isinstance(message, CancelRequest):
-            if await self.requests.cancel(message.session_id, message.key):
-                await self._cancel_settled(message.session_id, message.key)
-        elif isinstance(message, CancelSettled):
-            self.requests.forget_cancel(message.session_id, message.key)
-        elif isinstance(message, EndSession):
-            await self._session_ended(message.session_id, message.reason)
-        elif isinstance(message, SessionChanged):
-            self.sessions.forget(message.session_id)
-        elif isinstance(message, AbortRequest):
-            entry = self.requests.get(message.session_id, message.key, message.pk)
-            aborted = entry is not None and await self.requests.settle(
-                entry, ABORTED, aborted_response(entry.request_id)
-            )
-            if message.reply_to:
-                await self._send(
-                    message.reply_to, AbortResult(message.session_id, message.key, aborted=aborted)
-                )
-        elif isinstance(message, ClientAnswer):
-            self.outbound.resolve_forwarded(message.session_id, message.message)
-        elif isinstance(message, StopTask):
-            self.tasks.stop_local([message.task_id])
-        elif isinstance(message, TaskStatus):
-            await self.tasks.heard(message)
-        elif isinstance(message, StreamMessage):
-            for sink in list(self._streams.get(message.session_id, ())):
-                await sink.send(message.message)
-        elif isinstance(message, ListenEvent):
-            self.listeners.deliver(message)
-        elif isinstance(message, StreamWake):
-            self.resumed.deliver(message)
-        elif isinstance(message, CredentialChanged):
-            self.credentials.poke(message.user_id)
+        """Act on a message from another worker (or this one): the method its type maps to (``_on_*``)."""
+        act = self._acts.get(type(message))
+        if act is not None:
+            await act(message)
+
+    def _message_table(self) -> dict[type[Any], Callable[[Any], Awaitable[None]]]:
+        """Which method acts on each type of worker message (:meth:`handle`)."""
+        return {
+            CancelRequest: self._on_cancel_request,
+            CancelSettled: self._on_cancel_settled,
+            EndSession: self._on_end_session,
+            SessionChanged: self._on_session_changed,
+            AbortRequest: self._on_abort_request,
+            ClientAnswer: self._on_client_answer,
+            StopTask: self._on_stop_task,
+            TaskStatus: self._on_task_status,
+            StreamMessage: self._on_stream_message,
+            ListenEvent: self._on_listen_event,
+            StreamWake: self._on_stream_wake,
+            CredentialChanged: self._on_credential_changed,
+        }
+
+    async def _on_cancel_request(self, message: CancelRequest) -> None:
+        if await self.requests.cancel(message.session_id, message.key):
+            await self._cancel_settled(message.session_id, message.key)
+
+    async def _on_cancel_settled(self, message: CancelSettled) -> None:
+        self.requests.forget_cancel(message.session_id, message.key)
+
+    async def _on_end_session(self, message: EndSession) -> None:
+        await self._session_ended(message.session_id, message.reason)
+
+    async def _on_session_changed(self, message: SessionChanged) -> None:
+        self.sessions.forget(message.session_id)
+
+    async def _on_abort_request(self, message: AbortRequest) -> None:
+        entry = self.requests.get(message.session_id, message.key, message.pk)
+        aborted = entry is not None and await self.requests.settle(
+            entry, ABORTED, aborted_response(entry.request_id)
+        )
+        if message.reply_to:
+            await self._send(message.reply_to, AbortResult(message.session_id, message.key, aborted=aborted))
+
+    async def _on_client_answer(self, message: ClientAnswer) -> None:
+        self.outbound.resolve_forwarded(message.session_id, message.message)
+
+    async def _on_stop_task(self, message: StopTask) -> None:
+        self.tasks.stop_local([message.task_id])
+
+    async def _on_task_status(self, message: TaskStatus) -> None:
+        await self.tasks.heard(message)
+
+    async def _on_stream_message(self, message: StreamMessage) -> None:
+        for sink in list(self._streams.get(message.session_id, ())):
+            await sink.send(message.message)
+
+    async def _on_listen_event(self, message: ListenEvent) -> None:
+        self.listeners.deliver(message)
+
+    async def _on_stream_wake(self, message: StreamWake) -> None:
+        self.resumed.deliver(message)
+
+    async def _on_credential_changed(self, message: CredentialChanged) -> None:
+        self.credentials.poke(message.user_id)
 
     async def _task_status(self, message: TaskStatus) -> None:
         """A task's status changed (on any worker): ``notifications/tasks`` to the listen streams asking."""
