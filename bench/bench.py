@@ -154,8 +154,8 @@ def event_store_cost(rounds: int, batch: int = 100) -> dict[str, float]:
     (the database's executemany, the cache's keys)."""
     from django.core.cache import caches
 
-    from mcp_server.ledger.event_writer import EventWriter
     from mcp_server.ledger.events import CacheEventStore, DatabaseEventStore, EventStore, StoredEvent
+    from mcp_server.runtime.event_writer import EventWriter
 
     data = '{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}'
 

@@ -23,8 +23,8 @@ from typing import Any
 
 from ..conf import mcp_settings
 from ..ledger.events import StoredEvent, parse_event_id
-from ..ledger.stream_hub import POLL_INTERVAL
 from ..runtime import Runtime
+from ..runtime.stream_hub import POLL_INTERVAL
 from . import sse
 from .rules import HTTPProblem
 

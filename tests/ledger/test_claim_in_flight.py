@@ -29,8 +29,8 @@ from mcp_server.core.states import State
 from mcp_server.core.writes import write_transaction
 from mcp_server.ledger.cache import CacheLedger
 from mcp_server.ledger.database import DatabaseLedger
-from mcp_server.ledger.writer import LedgerWriter
 from mcp_server.models import LedgerEntry
+from mcp_server.runtime.writer import LedgerWriter
 from project.catalogue.models import Author
 from tests.services_rerun import ON_SERVICES, rerun_on_services
 

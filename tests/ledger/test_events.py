@@ -11,7 +11,6 @@ from django.utils import timezone
 
 from mcp_server.core.records import LedgerRecord, request_key
 from mcp_server.ledger.database import DatabaseLedger
-from mcp_server.ledger.event_writer import EventWriter
 from mcp_server.ledger.events import (
     CacheEventStore,
     DatabaseEventStore,
@@ -20,7 +19,8 @@ from mcp_server.ledger.events import (
     keys_answered,
     parse_event_id,
 )
-from mcp_server.ledger.upkeep import ORPHAN_GAP, ORPHAN_REASON, Upkeep
+from mcp_server.runtime.event_writer import EventWriter
+from mcp_server.runtime.upkeep import ORPHAN_GAP, ORPHAN_REASON, Upkeep
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -33,9 +33,9 @@ from mcp_server.core.records import (
 from mcp_server.core.states import State
 from mcp_server.ledger.cache import CacheLedger
 from mcp_server.ledger.database import DatabaseLedger
-from mcp_server.ledger.writer import MAX_ATTEMPTS, LedgerWriter
 from mcp_server.models import LedgerEntry
 from mcp_server.protocol.settlement import ANSWERED, PendingRequest, RequestTable
+from mcp_server.runtime.writer import MAX_ATTEMPTS, LedgerWriter
 from mcp_server.wire.errors import INTERNAL_ERROR, INVALID_REQUEST, JSONRPCError
 from mcp_server.wire.jsonrpc import (
     MAX_INT_ID,

@@ -13,7 +13,7 @@ from django.utils import timezone
 from mcp_server.core.tasks import TaskRecord, new_task_id
 from mcp_server.ledger import get_ledger
 from mcp_server.ledger.tasks import DatabaseTaskStore
-from mcp_server.ledger.upkeep import Upkeep
+from mcp_server.runtime.upkeep import Upkeep
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 

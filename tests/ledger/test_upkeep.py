@@ -15,8 +15,8 @@ from django.utils import timezone
 from mcp_server.core.records import Ledger, LedgerRecord, request_key
 from mcp_server.ledger.cache import CacheLedger
 from mcp_server.ledger.database import DatabaseLedger
-from mcp_server.ledger.upkeep import STRAY_REASON, Holding, Upkeep
 from mcp_server.models import LedgerEntry
+from mcp_server.runtime.upkeep import STRAY_REASON, Holding, Upkeep
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -24,7 +24,7 @@ from mcp_server.core.states import State
 from mcp_server.ledger.cache import CacheLedger
 from mcp_server.ledger.database import DatabaseLedger
 from mcp_server.ledger.inflight import InFlight
-from mcp_server.ledger.writer import LedgerWriter
+from mcp_server.runtime.writer import LedgerWriter
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,7 +14,6 @@ from django.core.cache import caches
 from mcp_server.core.records import Ledger, LedgerRecord, request_key
 from mcp_server.ledger.cache import CacheLedger
 from mcp_server.ledger.database import DatabaseLedger
-from mcp_server.ledger.writer import LedgerWriter
 from mcp_server.protocol import settlement
 from mcp_server.protocol.settlement import (
     ABORTED,
@@ -30,6 +29,7 @@ from mcp_server.protocol.settlement import (
     name_of,
     outcome_of,
 )
+from mcp_server.runtime.writer import LedgerWriter
 from mcp_server.wire.errors import JSONRPCError
 from mcp_server.wire.jsonrpc import error_response, result_response
 

@@ -17,7 +17,7 @@ from mcp_server.conf import mcp_settings
 from mcp_server.ledger import get_ledger
 from mcp_server.ledger.events import get_event_store, retention_cutoff
 from mcp_server.ledger.tasks import DatabaseTaskStore
-from mcp_server.ledger.upkeep import Upkeep
+from mcp_server.runtime.upkeep import Upkeep
 
 
 def _seconds(value: float | None, option: str) -> float | None:
