@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -75,3 +76,19 @@ def test_the_runtime_package_gives_the_names_of_the_old_module() -> None:
     assert mcp_server.runtime.get_runtime is get_runtime
     assert mcp_server.runtime.new_worker_id is new_worker_id
     assert mcp_server.runtime.StreamSink is StreamSink
+
+
+def test_the_outbound_table_at_its_old_path_warns_and_the_rest_of_the_module_does_not() -> None:
+    import mcp_server.protocol.outbound as outbound
+    from mcp_server.runtime.outbound import OutboundTable
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # what stays in protocol.outbound is not deprecated
+        assert callable(outbound.aforward_answer)
+    old, new = "mcp_server.protocol.outbound.OutboundTable", "mcp_server.runtime.outbound"
+    with pytest.warns(DeprecationWarning, match=f"{old} is deprecated: import from {new}$") as caught:
+        from mcp_server.protocol.outbound import OutboundTable as Old
+    assert Old is OutboundTable
+    assert caught[0].filename == __file__  # the warning points at the import
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        outbound.nothing  # noqa: B018

@@ -1,5 +1,6 @@
 """Names a package exports from other modules: imported on first use (:func:`lazy_exports`), or kept at an
-old path that warns (:func:`warn_moved`, :func:`moved_up`). Imports nothing of the project."""
+old path that warns (:func:`warn_moved`, :func:`moved_up`, :func:`moved_names`). Imports nothing of the
+project."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import warnings
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-__all__ = ["lazy_exports", "moved_up", "warn_moved"]
+__all__ = ["lazy_exports", "moved_names", "moved_up", "warn_moved"]
 
 
 def warn_moved(old: str, new: str) -> None:
@@ -37,3 +38,18 @@ def moved_up(old: str, new: str, names: Collection[str]) -> Callable[[str], Any]
     of ``new`` itself, so its layer never imports the higher one; only a caller of the old path does."""
     warnings.warn(f"{old} is deprecated: import from {new}", DeprecationWarning, stacklevel=3)
     return lazy_exports(old, dict.fromkeys(names, new))
+
+
+def moved_names(module: str, moved: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for names that moved out of ``module`` (which goes on serving the rest): each
+    name in ``moved`` warns that it is deprecated and is taken from the module it maps to on first use."""
+    take = lazy_exports(module, moved)
+
+    def __getattr__(name: str) -> Any:
+        if name in moved:
+            warnings.warn(
+                f"{module}.{name} is deprecated: import from {moved[name]}", DeprecationWarning, stacklevel=2
+            )
+        return take(name)
+
+    return __getattr__

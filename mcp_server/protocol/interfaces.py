@@ -1,18 +1,18 @@
 """What protocol code needs of the worker process serving it: narrow Protocols, so that it is never handed
 the whole ``mcp_server.runtime.Runtime`` (which satisfies each of them) nor names it.
 
-They extend the core's :class:`~mcp_server.core.interfaces.ProcessView` with the protocol's own tables
-(the request table, the outbound requests) and the session cache; the core cannot name those.
+They extend the core's :class:`~mcp_server.core.interfaces.ProcessView` with the request table (the
+protocol's own) and the session cache, which the core cannot name, and give the outbound requests as the
+core's :class:`~mcp_server.core.interfaces.OutboundRequests`.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from ..core.interfaces import ProcessView
+from ..core.interfaces import OutboundRequests, ProcessView
 from ..sessions import SessionCache
 from ..wire.jsonrpc import RequestId
-from .outbound import OutboundTable
 from .settlement import RequestTable
 
 __all__ = ["AnswerHost", "RequestHost"]
@@ -37,7 +37,7 @@ class AnswerHost(Protocol):
     """Where the client's notifications and answers go (``client_messages``)."""
 
     @property
-    def outbound(self) -> OutboundTable:
+    def outbound(self) -> OutboundRequests:
         """The server-to-client requests waiting here for the client's answer."""
         ...
 

@@ -30,7 +30,6 @@ from ..ledger.events import EventStore, get_event_store
 from ..ledger.tasks import DatabaseTaskStore
 from ..protocol.credentials import CredentialWatches
 from ..protocol.listen import ListenerTable
-from ..protocol.outbound import OutboundTable
 from ..protocol.settlement import RequestTable
 from ..protocol.tasks import TaskRunner
 from ..sessions import SessionCache, aend_session
@@ -42,6 +41,7 @@ from ..wire.messages import (
 )
 from .acts import WorkerMessages
 from .event_writer import EventWriter
+from .outbound import OutboundTable
 from .stream_hub import StreamHub
 from .streams import SessionStreams, StreamSink
 from .upkeep import Holding, Upkeep
