@@ -78,17 +78,37 @@ def test_the_runtime_package_gives_the_names_of_the_old_module() -> None:
     assert mcp_server.runtime.StreamSink is StreamSink
 
 
-def test_the_outbound_table_at_its_old_path_warns_and_the_rest_of_the_module_does_not() -> None:
-    import mcp_server.protocol.outbound as outbound
+MOVED_NAMES = [
+    ("mcp_server.protocol.outbound", "OutboundTable", "mcp_server.runtime.outbound", "aforward_answer"),
+    ("mcp_server.protocol.listen", "ListenerTable", "mcp_server.runtime.listeners", "listen"),
+]
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "new", "staying"), MOVED_NAMES, ids=[f"{m}.{n}" for m, n, _new, _s in MOVED_NAMES]
+)
+def test_a_table_at_its_old_path_warns_and_the_rest_of_its_module_does_not(
+    module: str, name: str, new: str, staying: str
+) -> None:
+    old = importlib.import_module(module)
+    moved = getattr(importlib.import_module(new), name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # what stays in the module is not deprecated
+        assert callable(getattr(old, staying))
+    with pytest.warns(
+        DeprecationWarning, match=f"{module}.{name} is deprecated: import from {new}$"
+    ) as caught:
+        assert getattr(old, name) is moved
+    assert caught[0].filename == __file__  # the warning points at the use of the old name
+    assert name not in old.__all__
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        old.nothing  # noqa: B018
+
+
+def test_the_old_name_imports_with_from() -> None:
     from mcp_server.runtime.outbound import OutboundTable
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # what stays in protocol.outbound is not deprecated
-        assert callable(outbound.aforward_answer)
-    old, new = "mcp_server.protocol.outbound.OutboundTable", "mcp_server.runtime.outbound"
-    with pytest.warns(DeprecationWarning, match=f"{old} is deprecated: import from {new}$") as caught:
+    with pytest.warns(DeprecationWarning, match="OutboundTable is deprecated") as caught:
         from mcp_server.protocol.outbound import OutboundTable as Old
     assert Old is OutboundTable
-    assert caught[0].filename == __file__  # the warning points at the import
-    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
-        outbound.nothing  # noqa: B018
+    assert caught[0].filename == __file__

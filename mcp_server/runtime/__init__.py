@@ -7,7 +7,8 @@
 - :mod:`~mcp_server.runtime.upkeep`: leases, orphans, pruning, the tasks of dead workers and overdue ones.
 - :mod:`~mcp_server.runtime.stream_hub`: the resumed streams; :mod:`~mcp_server.runtime.streams`: the
   standalone streams of each session; :mod:`~mcp_server.runtime.outbound`: the server-to-client requests
-  waiting for their answers.
+  waiting for their answers; :mod:`~mcp_server.runtime.listeners`: the open ``subscriptions/listen``
+  streams.
 
 ``from mcp_server.runtime import Runtime, StreamSink, get_runtime, new_worker_id`` is as before the package.
 """

@@ -12,7 +12,6 @@ from typing import Any
 
 from ..core.stores import bounded
 from ..protocol.credentials import CredentialWatches
-from ..protocol.listen import ListenerTable
 from ..protocol.settlement import ABORTED, RequestTable, aborted_response
 from ..protocol.tasks import TaskRunner
 from ..sessions import SessionCache
@@ -34,6 +33,7 @@ from ..wire.messages import (
     WorkerMessage,
     to_event,
 )
+from .listeners import ListenerTable
 from .outbound import OutboundTable
 from .stream_hub import StreamHub
 from .streams import SessionStreams

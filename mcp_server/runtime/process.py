@@ -29,7 +29,6 @@ from ..ledger import Ledger, get_ledger
 from ..ledger.events import EventStore, get_event_store
 from ..ledger.tasks import DatabaseTaskStore
 from ..protocol.credentials import CredentialWatches
-from ..protocol.listen import ListenerTable
 from ..protocol.settlement import RequestTable
 from ..protocol.tasks import TaskRunner
 from ..sessions import SessionCache, aend_session
@@ -41,6 +40,7 @@ from ..wire.messages import (
 )
 from .acts import WorkerMessages
 from .event_writer import EventWriter
+from .listeners import ListenerTable
 from .outbound import OutboundTable
 from .stream_hub import StreamHub
 from .streams import SessionStreams, StreamSink
