@@ -81,6 +81,7 @@ def test_the_runtime_package_gives_the_names_of_the_old_module() -> None:
 MOVED_NAMES = [
     ("mcp_server.protocol.outbound", "OutboundTable", "mcp_server.runtime.outbound", "aforward_answer"),
     ("mcp_server.protocol.listen", "ListenerTable", "mcp_server.runtime.listeners", "listen"),
+    ("mcp_server.protocol.tasks", "TaskRunner", "mcp_server.runtime.tasks", "call_tool"),
 ]
 
 

@@ -8,7 +8,7 @@
 - :mod:`~mcp_server.runtime.stream_hub`: the resumed streams; :mod:`~mcp_server.runtime.streams`: the
   standalone streams of each session; :mod:`~mcp_server.runtime.outbound`: the server-to-client requests
   waiting for their answers; :mod:`~mcp_server.runtime.listeners`: the open ``subscriptions/listen``
-  streams.
+  streams; :mod:`~mcp_server.runtime.tasks`: the tasks running here.
 
 ``from mcp_server.runtime import Runtime, StreamSink, get_runtime, new_worker_id`` is as before the package.
 """

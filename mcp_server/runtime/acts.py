@@ -13,7 +13,6 @@ from typing import Any
 from ..core.stores import bounded
 from ..protocol.credentials import CredentialWatches
 from ..protocol.settlement import ABORTED, RequestTable, aborted_response
-from ..protocol.tasks import TaskRunner
 from ..sessions import SessionCache
 from ..wire.messages import (
     WORKERS_GROUP,
@@ -37,6 +36,7 @@ from .listeners import ListenerTable
 from .outbound import OutboundTable
 from .stream_hub import StreamHub
 from .streams import SessionStreams
+from .tasks import TaskRunner
 
 __all__ = ["WorkerMessages"]
 

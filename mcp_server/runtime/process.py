@@ -30,7 +30,6 @@ from ..ledger.events import EventStore, get_event_store
 from ..ledger.tasks import DatabaseTaskStore
 from ..protocol.credentials import CredentialWatches
 from ..protocol.settlement import RequestTable
-from ..protocol.tasks import TaskRunner
 from ..sessions import SessionCache, aend_session
 from ..wire.jsonrpc import RequestId
 from ..wire.messages import (
@@ -44,6 +43,7 @@ from .listeners import ListenerTable
 from .outbound import OutboundTable
 from .stream_hub import StreamHub
 from .streams import SessionStreams, StreamSink
+from .tasks import TaskRunner
 from .upkeep import Holding, Upkeep
 from .writer import LedgerWriter
 
