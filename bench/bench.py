@@ -154,7 +154,7 @@ def event_store_cost(rounds: int, batch: int = 100) -> dict[str, float]:
     (the database's executemany, the cache's keys)."""
     from django.core.cache import caches
 
-    from mcp_server.ledger.event_writer import EventWriter
+    from mcp_server.runtime.event_writer import EventWriter
     from mcp_server.stores.events.base import EventStore, StoredEvent
     from mcp_server.stores.events.cache import CacheEventStore
     from mcp_server.stores.events.database import DatabaseEventStore

@@ -25,8 +25,8 @@ from django.utils import timezone
 
 from mcp_server.core.records import LedgerRecord, request_key
 from mcp_server.ledger import get_ledger
-from mcp_server.ledger.upkeep import Holding, Upkeep
 from mcp_server.models import LedgerEntry, Session
+from mcp_server.runtime.upkeep import Holding, Upkeep
 from mcp_server.sessions import (
     EXPIRED_REASON,
     LAST_SEEN_EVERY,

@@ -14,14 +14,12 @@ from django.db import DEFAULT_DB_ALIAS
 from ..wire.errors import INTERNAL_ERROR, JSONRPCError
 from ..wire.jsonrpc import RequestId
 from ..wire.versions import is_sessionless_version
+from .interfaces import ProcessView, ServerView
 from .rounds import INPUT_METHODS, InputRequest, InputRounds
 from .tasks import Detach
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
-
-    from ..registry.server import MCPServer
-    from ..runtime import Runtime
 
 __all__ = ["LOG_LEVELS", "AnswerClaim", "Context", "Peer", "SessionState", "client_label"]
 
@@ -86,7 +84,8 @@ def client_label(client_info: Any) -> str:
 class Context:
     """Handed to any handler that declares a parameter annotated ``Context``."""
 
-    server: MCPServer
+    server: ServerView
+    """The server the request is for (an ``MCPServer``; ``registry.server.server_of(ctx)`` gives it typed)."""
     session: SessionState
     request_id: RequestId
     method: str
@@ -94,8 +93,9 @@ class Context:
     peer: Peer
     request: HttpRequest | None = None
     user: Any = None
-    runtime: Runtime | None = None
-    """The worker process's runtime (pending requests, session cache, ledger writer)."""
+    runtime: ProcessView | None = None
+    """The worker process's runtime (a ``mcp_server.runtime.Runtime``: pending requests, session cache, ledger
+    writer), ``None`` outside one."""
     rounds: InputRounds | None = None
     """2026-07-28 ``tools/call``, ``prompts/get``, ``resources/read``: the answers the request carries."""
     task_id: str | None = None

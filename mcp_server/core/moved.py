@@ -1,15 +1,15 @@
 """Names a package exports from other modules: imported on first use (:func:`lazy_exports`), or kept at an
-old path that warns (:func:`warn_moved` for a whole module, :func:`moved_names` for names that left a module
-that stays). Imports nothing of the project."""
+old path that warns (:func:`warn_moved`, :func:`moved_up`, :func:`moved_names`). Imports nothing of the
+project."""
 
 from __future__ import annotations
 
 import importlib
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-__all__ = ["lazy_exports", "moved_names", "warn_moved"]
+__all__ = ["lazy_exports", "moved_names", "moved_up", "warn_moved"]
 
 
 def warn_moved(old: str, new: str) -> None:
@@ -29,6 +29,15 @@ def lazy_exports(package: str, modules: Mapping[str, str]) -> Callable[[str], An
         return getattr(importlib.import_module(module), name)
 
     return __getattr__
+
+
+def moved_up(old: str, new: str, names: Collection[str]) -> Callable[[str], Any]:
+    """For an old module whose code moved to a higher layer (``mcp_server.ledger.writer`` to
+    ``mcp_server.runtime.writer``): warn as :func:`warn_moved` does, and return the old module's
+    ``__getattr__``, which takes each of ``names`` from ``new`` on first use. The old module imports nothing
+    of ``new`` itself, so its layer never imports the higher one; only a caller of the old path does."""
+    warnings.warn(f"{old} is deprecated: import from {new}", DeprecationWarning, stacklevel=3)
+    return lazy_exports(old, dict.fromkeys(names, new))
 
 
 def moved_names(module: str, modules: Mapping[str, str]) -> Callable[[str], Any]:

@@ -18,7 +18,7 @@ class OAuthConfig(AppConfig):
     def ready(self) -> None:
         from django.core.checks import Tags, register
 
-        from ..ledger.upkeep import add_default_hook
+        from ..runtime.upkeep import add_default_hook
         from .checks import check_oauth_server
         from .defaults import apply_safe_defaults, install_admin_classes
         from .token_cache import connect_signals

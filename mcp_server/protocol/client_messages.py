@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from ..core.context import SessionState
 from ..wire.jsonrpc import (
@@ -14,17 +13,15 @@ from ..wire.jsonrpc import (
     WireError,
     id_problem,
 )
+from .interfaces import AnswerHost
 from .outbound import aforward_answer
-
-if TYPE_CHECKING:
-    from ..runtime import Runtime
 
 __all__ = ["handle_client_message"]
 
 logger = logging.getLogger("mcp_server.requests")
 
 
-async def handle_client_message(runtime: Runtime, session: SessionState, message: IncomingMessage) -> None:
+async def handle_client_message(runtime: AnswerHost, session: SessionState, message: IncomingMessage) -> None:
     """Act on a notification or a response; never produces a reply, and never raises: there is no one to
     answer, and a client's message must not cost the other messages of its body their answers."""
     if isinstance(message, JSONRPCRequest):  # pragma: no cover - requests are dispatched, not handled here
@@ -36,7 +33,7 @@ async def handle_client_message(runtime: Runtime, session: SessionState, message
 
 
 async def _act_on(
-    runtime: Runtime, session: SessionState, message: JSONRPCNotification | JSONRPCResponse | WireError
+    runtime: AnswerHost, session: SessionState, message: JSONRPCNotification | JSONRPCResponse | WireError
 ) -> None:
     if isinstance(message, JSONRPCNotification):
         if message.method == "notifications/cancelled":

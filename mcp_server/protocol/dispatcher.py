@@ -14,6 +14,7 @@ from ..conf import mcp_settings
 from ..core.context import LOG_LEVELS, Context
 from ..core.stores import bounded
 from ..registry.access import REQUIRED_SCOPE_KEY, ausable, listed_entries
+from ..registry.server import server_of
 from ..registry.signature import call_handler
 from ..wire.errors import INVALID_PARAMS, METHOD_NOT_FOUND, JSONRPCError, ResourceNotFound
 from ..wire.v2026_07_28 import BUILTIN_METHODS, TASK_METHODS
@@ -59,34 +60,34 @@ async def _ping(ctx: Context) -> dict[str, Any]:
 
 
 async def _discover(ctx: Context) -> dict[str, Any]:
-    return discover_result(ctx.server)
+    return discover_result(server_of(ctx))
 
 
 async def _tools_list(ctx: Context) -> dict[str, Any]:
-    return _page(ctx, "tools", await _visible(list(ctx.server.tools.values()), ctx))
+    return _page(ctx, "tools", await _visible(list(server_of(ctx).tools.values()), ctx))
 
 
 async def _tools_call(ctx: Context) -> dict[str, Any]:
     name = ctx.params["name"]
-    tool = ctx.server.tools.get(name)
+    tool = server_of(ctx).tools.get(name)
     if tool is None or not await ausable(tool, ctx):
         raise JSONRPCError(INVALID_PARAMS, f"Unknown tool: {name}")
     return await call_tool(ctx, tool)
 
 
 async def _resources_list(ctx: Context) -> dict[str, Any]:
-    fixed = [r for r in ctx.server.resources.values() if not r.is_template]
+    fixed = [r for r in server_of(ctx).resources.values() if not r.is_template]
     return _page(ctx, "resources", await _visible(list(fixed), ctx))
 
 
 async def _resource_templates_list(ctx: Context) -> dict[str, Any]:
-    templates = [r for r in ctx.server.resources.values() if r.is_template]
+    templates = [r for r in server_of(ctx).resources.values() if r.is_template]
     return _page(ctx, "resourceTemplates", await _visible(list(templates), ctx))
 
 
 async def _resources_read(ctx: Context) -> dict[str, Any]:
     uri = ctx.params["uri"]
-    found = ctx.server.find_resource(uri)
+    found = server_of(ctx).find_resource(uri)
     if found is None or not await ausable(found[0], ctx):
         if ctx.sessionless:  # 2026-07-28: -32602 (-32002 is the handshake era's)
             raise JSONRPCError(INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
@@ -98,7 +99,7 @@ async def _resources_read(ctx: Context) -> dict[str, Any]:
 async def _subscribe(ctx: Context) -> dict[str, Any]:
     from ..sessions import asubscribe
 
-    found = ctx.server.find_resource(ctx.params["uri"])
+    found = server_of(ctx).find_resource(ctx.params["uri"])
     if found is None or not await ausable(found[0], ctx):
         raise ResourceNotFound(ctx.params["uri"])
     subscribed = ctx.method == "resources/subscribe"
@@ -107,12 +108,12 @@ async def _subscribe(ctx: Context) -> dict[str, Any]:
 
 
 async def _prompts_list(ctx: Context) -> dict[str, Any]:
-    return _page(ctx, "prompts", await _visible(list(ctx.server.prompts.values()), ctx))
+    return _page(ctx, "prompts", await _visible(list(server_of(ctx).prompts.values()), ctx))
 
 
 async def _prompts_get(ctx: Context) -> dict[str, Any]:
     name = ctx.params["name"]
-    prompt = ctx.server.prompts.get(name)
+    prompt = server_of(ctx).prompts.get(name)
     if prompt is None or not await ausable(prompt, ctx):
         raise JSONRPCError(INVALID_PARAMS, f"Unknown prompt: {name}")
     return await prompt.render(ctx.params.get("arguments"), ctx)
@@ -131,11 +132,11 @@ async def _set_level(ctx: Context) -> dict[str, Any]:
 async def _complete(ctx: Context) -> dict[str, Any]:
     ref = ctx.params["ref"]
     key = f"{ref['type']}:{ref.get('name') or ref.get('uri')}"
-    handler = ctx.server.completions.get(key)
+    handler = server_of(ctx).completions.get(key)
     target = (
-        ctx.server.prompts.get(str(ref.get("name")))
+        server_of(ctx).prompts.get(str(ref.get("name")))
         if ref["type"] == "ref/prompt"
-        else ctx.server.resources.get(str(ref.get("uri")))
+        else server_of(ctx).resources.get(str(ref.get("uri")))
     )
     if target is not None and not await ausable(target, ctx):
         handler = None
@@ -212,7 +213,7 @@ async def dispatch(ctx: Context) -> dict[str, Any] | None:
             return serialize_server_result(ctx.method, ctx.session.protocol_version, result)
         except KeyError:
             return result
-    raw = ctx.server.methods.get(ctx.method)
+    raw = server_of(ctx).methods.get(ctx.method)
     if raw is None:
         raise JSONRPCError(METHOD_NOT_FOUND, f"Method not found: {ctx.method}")
     value = (

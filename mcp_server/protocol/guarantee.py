@@ -16,6 +16,7 @@ from ..conf import mcp_settings
 from ..core.context import Context
 from ..core.rounds import InputRequired
 from ..core.states import State
+from ..registry.server import server_of
 from ..wire.errors import INTERNAL_ERROR, REQUEST_TIMEOUT, JSONRPCError
 from ..wire.jsonrpc import error_response, result_response
 from .middleware import get_chain
@@ -33,7 +34,7 @@ def deadline_for(ctx: Context) -> float | None:
     if ctx.method == "subscriptions/listen":
         return None
     if ctx.method == "tools/call":
-        tool = ctx.server.tools.get(str(ctx.params.get("name")))
+        tool = server_of(ctx).tools.get(str(ctx.params.get("name")))
         if tool is not None and tool.timeout is not None:
             return tool.timeout
     timeout = mcp_settings.REQUEST_TIMEOUT

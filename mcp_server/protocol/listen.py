@@ -1,7 +1,8 @@
 """``subscriptions/listen`` (2026-07-28): a request whose answer is a long-lived stream of the notifications
 it asked for.
 
-The handler (:func:`listen`) takes the stream into this process's :class:`ListenerTable`, sends
+The handler (:func:`listen`) takes the stream into this process's table of them (:class:`ListenStreams`,
+the runtime's :class:`~mcp_server.runtime.listeners.ListenerTable`), sends
 ``notifications/subscriptions/acknowledged`` with the honoured filter, then every change the filter covers,
 each tagged with the listen request's id (``_meta["io.modelcontextprotocol/subscriptionId"]``). Changes
 reach every worker as :class:`~mcp_server.wire.messages.ListenEvent` on
@@ -9,7 +10,7 @@ reach every worker as :class:`~mcp_server.wire.messages.ListenEvent` on
 each worker filters them per open stream. The request is like any other for the ledger: closing the
 stream cancels it; a graceful end (shutdown, the end of a stdio input, a credential that no longer
 authenticates) answers it with the ``complete`` result tagged with the subscription id
-(:meth:`ListenerTable.finish`).
+(:meth:`~mcp_server.runtime.listeners.ListenerTable.finish`).
 
 Resource subscriptions follow the permissions of ``resources/read``: a URI is honoured when it names a
 resource (or an instance of a template) the caller may read, or lies over one (a prefix); each update is
@@ -20,21 +21,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..core.context import Context
-from ..core.stores import bounded
+from ..core.moved import moved_names
 from ..registry.access import ausable, usable_entries
+from ..registry.server import server_of
 from ..wire.errors import INTERNAL_ERROR, JSONRPCError
 from ..wire.jsonrpc import RequestId, notification
-from ..wire.messages import LISTEN_GROUP, ListenEvent
+from ..wire.messages import ListenEvent
 from ..wire.v2026_07_28 import SUBSCRIPTION_ID_KEY, TASKS_EXTENSION, MissingClientCapability
 from .lifecycle import sessionless_capabilities
 from .settlement import PendingRequest
 from .task_methods import visible_tasks
+from .tasks import runner_of
 
 if TYPE_CHECKING:
     from ..registry.resources import Resource
@@ -43,19 +45,16 @@ if TYPE_CHECKING:
 __all__ = [
     "ACKNOWLEDGED",
     "LIST_CHANGED",
+    "ListenStreams",
     "Listener",
-    "ListenerTable",
     "ReadAccess",
     "complete_result",
     "covers",
     "honored_filter",
     "listen",
+    "listeners_of",
     "readable_subscriptions",
 ]
-
-logger = logging.getLogger("mcp_server.listen")
-
-LAYER = "channel layer"
 
 ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 RESOURCE_UPDATED = "notifications/resources/updated"
@@ -116,11 +115,11 @@ async def readable_subscriptions(ctx: Context, uris: Iterable[str]) -> list[str]
     wanted = list(uris)
     if not wanted:
         return []
-    readable = await usable_entries(list(ctx.server.resources.values()), ctx)
+    readable = await usable_entries(list(server_of(ctx).resources.values()), ctx)
     ids = {id(entry) for entry in readable}
     kept = []
     for uri in wanted:
-        found = ctx.server.find_resource(uri)
+        found = server_of(ctx).find_resource(uri)
         if (found is not None and id(found[0]) in ids) or any(_lies_under(uri, e) for e in readable):
             kept.append(uri)
     return kept
@@ -136,7 +135,7 @@ class ReadAccess:
 
     async def allows(self, uri: str) -> bool:
         """Whether ``uri`` is one the caller may read (an unknown URI is not)."""
-        found = self.ctx.server.find_resource(uri)
+        found = server_of(self.ctx).find_resource(uri)
         if found is None:
             return False
         entry = found[0]
@@ -207,99 +206,32 @@ class Listener:
             self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
 
 
-class ListenerTable:
-    """This process's open listen streams, and its membership of the listeners' group."""
-
-    def __init__(self, layer: Callable[[], Any], channel: Callable[[], str]) -> None:
-        self._layer = layer
-        self._channel = channel
-        self._open: set[Listener] = set()
-        self._lock: asyncio.Lock | None = None
-
-    def __len__(self) -> int:
-        return len(self._open)
-
-    def _guard(self) -> asyncio.Lock:
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        return self._lock
+@runtime_checkable
+class ListenStreams(Protocol):
+    """What the listen handler needs of the process's open listen streams
+    (:class:`mcp_server.runtime.listeners.ListenerTable`)."""
 
     async def add(self, listener: Listener) -> None:
-        """Open a stream: from now on the changes it asked for are queued for it, from any worker.
-
-        Raises :class:`~mcp_server.core.stores.StoreUnavailable` when the channel layer does not answer."""
-        async with self._guard():
-            self._open.add(listener)
-            try:
-                await self._join()  # every time: it renews the membership (groups expire on Redis)
-            except BaseException:
-                self._open.discard(listener)
-                raise
+        """Open a stream: the changes it asked for are queued for it from now on, from any worker."""
+        ...
 
     async def discard(self, listener: Listener) -> None:
-        """Close a stream; the last one to close leaves the group."""
-        async with self._guard():
-            self._open.discard(listener)
-            layer, channel = self._layer(), self._channel()
-            if self._open or layer is None or not channel:
-                return
-            try:
-                await bounded(layer.group_discard(LISTEN_GROUP, channel), LAYER)
-            except Exception:
-                logger.debug("could not leave the listeners' group", exc_info=True)
+        """Close a stream."""
+        ...
 
-    async def rejoin(self) -> None:
-        """Join the group again after a channel-layer failure, if a stream is open here."""
-        if self._open:
-            await self._join()
 
-    async def _join(self) -> None:
-        layer, channel = self._layer(), self._channel()
-        if layer is not None and channel:
-            await bounded(layer.group_add(LISTEN_GROUP, channel), LAYER)
-
-    def deliver(self, event: ListenEvent) -> int:
-        """Queue ``event`` on every open stream that asked for it; returns how many."""
-        count = 0
-        for listener in list(self._open):
-            if listener.wants(event):
-                listener.put(listener.tagged(event.method, event.params))
-                count += 1
-        return count
-
-    def deliver_task(self, task: dict[str, Any]) -> int:
-        """Queue ``notifications/tasks`` (the task's DetailedTask) on every open stream that asked for that
-        task; returns how many."""
-        task_id = str(task.get("taskId"))
-        count = 0
-        for listener in list(self._open):
-            if task_id in (listener.honored.get("taskIds") or ()):
-                listener.put(listener.tagged(TASK_STATUS, task))
-                count += 1
-        return count
-
-    async def finish(
-        self, entries: Iterable[PendingRequest] | None = None, *, grace: float = 2.0, drop: bool = False
-    ) -> int:
-        """End the open streams (those of ``entries``, or all) gracefully: each is answered with the
-        ``complete`` result, settled like any answer. Waits up to ``grace`` seconds for them to settle.
-        ``drop``: the notifications queued and not yet sent are not sent (a revoked credential)."""
-        chosen = set(entries) if entries is not None else None
-        ending = [lst for lst in self._open if chosen is None or lst.entry in chosen]
-        for listener in ending:
-            listener.end(drop=drop)
-        tasks = [lst.task for lst in ending if lst.task is not None and not lst.task.done()]
-        if tasks:
-            await asyncio.wait(tasks, timeout=grace)
-        return len(ending)
+def listeners_of(ctx: Context) -> ListenStreams | None:
+    """The listen streams of the process serving ``ctx`` (``None`` outside a runtime)."""
+    table = getattr(ctx.runtime, "listeners", None)
+    return table if isinstance(table, ListenStreams) else None
 
 
 async def listen(ctx: Context) -> dict[str, Any]:
     """``subscriptions/listen``: acknowledge, then stream what was asked until the stream ends."""
-    runtime = ctx.runtime
-    if runtime is None:
+    table, runner = listeners_of(ctx), runner_of(ctx)
+    if table is None or runner is None:
         raise JSONRPCError(INTERNAL_ERROR, "subscriptions/listen needs the worker's runtime")
-    honored = honored_filter(ctx.server, ctx.params.get("notifications"), ctx.session.client_capabilities)
+    honored = honored_filter(server_of(ctx), ctx.params.get("notifications"), ctx.session.client_capabilities)
     if "taskIds" in honored:  # only the caller's own tasks (a DetailedTask carries the task's result)
         honored["taskIds"] = await visible_tasks(ctx, honored["taskIds"])
         if not honored["taskIds"]:
@@ -315,12 +247,11 @@ async def listen(ctx: Context) -> dict[str, Any]:
         honored=honored,
         entry=getattr(ctx.peer, "entry", None),
     )
-    table: ListenerTable = runtime.listeners
     await table.add(listener)
     watched: list[str] = []
     try:
         for task_id in honored.get("taskIds") or ():  # its status changes, written by any worker
-            await runtime.tasks.watch(task_id)
+            await runner.watch(task_id)
             watched.append(task_id)
         await ctx.peer.notify(listener.tagged(ACKNOWLEDGED, {"notifications": honored}))
         while (message := await listener.queue.get()) is not None:
@@ -330,5 +261,10 @@ async def listen(ctx: Context) -> dict[str, Any]:
         await table.discard(listener)
         for task_id in watched:
             with contextlib.suppress(Exception):  # a channel layer gone: its membership expires with it
-                await runtime.tasks.unwatch(task_id)
+                await runner.unwatch(task_id)
     return complete_result(ctx.request_id)
+
+
+__getattr__ = moved_names(__name__, {"ListenerTable": "mcp_server.runtime.listeners"})
+"""``ListenerTable`` moved to :mod:`mcp_server.runtime.listeners` (the per-process tables); it is still given
+here, with a warning."""

@@ -6,8 +6,9 @@ import asyncio
 from abc import ABC, abstractmethod
 from typing import Any
 
+from ..core.interfaces import OutboundRequests
 from ..wire.errors import CONNECTION_CLOSED, JSONRPCError
-from .outbound import OutboundTable, aremember_route
+from .outbound import aremember_route
 from .settlement import PENDING, PendingRequest
 
 __all__ = ["RequestPeer"]
@@ -23,7 +24,7 @@ class RequestPeer(ABC):
 
     entry: PendingRequest | None = None
 
-    def __init__(self, outbound: OutboundTable, channel: str = "") -> None:
+    def __init__(self, outbound: OutboundRequests, channel: str = "") -> None:
         self.outbound = outbound
         self._channel = channel
 

@@ -22,6 +22,7 @@ from ..wire.jsonrpc import JSONRPCRequest, error_response, result_response
 from ..wire.versions import negotiate
 from .claims import RequestClaim
 from .guarantee import answer, deadline_for, name_of
+from .interfaces import RequestHost
 from .lifecycle import initialize_result
 from .peer import RequestPeer
 from .rounds import previous_round
@@ -31,7 +32,6 @@ from .step_up import scope_refusal
 if TYPE_CHECKING:
     from ..models import Session
     from ..registry.server import MCPServer
-    from ..runtime import Runtime
 
 __all__ = ["answer_initialize", "serve_request", "start_request"]
 
@@ -43,7 +43,7 @@ async def _sent_inline(entry: PendingRequest, response: dict[str, Any] | None) -
 
 
 async def answer_initialize(
-    runtime: Runtime,
+    runtime: RequestHost,
     server: MCPServer,
     message: JSONRPCRequest,
     *,
@@ -113,7 +113,7 @@ async def answer_initialize(
 
 
 async def start_request(
-    runtime: Runtime,
+    runtime: RequestHost,
     message: JSONRPCRequest,
     *,
     server: MCPServer,
@@ -172,7 +172,9 @@ async def start_request(
     return entry
 
 
-async def serve_request(runtime: Runtime, entry: PendingRequest, ctx: Context, seconds: float | None) -> None:
+async def serve_request(
+    runtime: RequestHost, entry: PendingRequest, ctx: Context, seconds: float | None
+) -> None:
     """Run the request under the reply guarantee and settle it (a cancelled task settles -32000)."""
     bind_request(entry)  # its log records carry its fields (this task's context only)
     if entry.span is not None:

@@ -5,7 +5,7 @@ its settlement in memory: :meth:`RequestTable.settle` is a compare-and-set on th
 the caller that moves it from ``pending`` delivers a reply (or, for a cancel, none). Every way a request can
 end goes through it: its answer, a deadline, the client's cancel, the session's end, an operator's abort,
 shutdown. Other workers reach the holder with the typed messages of :mod:`~mcp_server.wire.messages`;
-the ledger records each settlement behind the request path (:class:`~mcp_server.ledger.writer.LedgerWriter`)
+the ledger records each settlement behind the request path (:class:`~mcp_server.runtime.writer.LedgerWriter`)
 and decides by its own compare-and-set only for requests no live worker holds (a dead worker's orphans).
 """
 

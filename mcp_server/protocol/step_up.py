@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from ..core.stores import bounded
 from ..registry.access import apermitted, granted_scopes, missing_scopes, token_scopes
+from ..registry.server import server_of
 from ..wire.errors import InsufficientScope
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ SCOPED_METHODS = frozenset(
 
 def target_of(ctx: Context) -> tuple[RegisteredHandler, str] | None:
     """The tool, prompt or resource the request names, and how to name it in words; ``None`` if none."""
-    server, params = ctx.server, ctx.params
+    server, params = server_of(ctx), ctx.params
     if ctx.method in ("tools/call", "prompts/get"):
         name = params.get("name")
         if not isinstance(name, str):

@@ -12,7 +12,7 @@ from ..core.rounds import InputRequest
 from ..core.stores import bounded
 from ..core.tasks import TaskRecord, owner_of
 from ..wire.errors import INVALID_PARAMS, JSONRPCError
-from .tasks import TaskRunner, missing_extension, runner_of, tasks_declared
+from .tasks import TaskHost, missing_extension, runner_of, tasks_declared
 
 __all__ = ["tasks_cancel", "tasks_get", "tasks_update", "visible_tasks"]
 
@@ -32,7 +32,7 @@ async def visible_tasks(ctx: Context, task_ids: Collection[str]) -> list[str]:
     return visible
 
 
-async def _find(ctx: Context) -> tuple[TaskRunner, TaskRecord]:
+async def _find(ctx: Context) -> tuple[TaskHost, TaskRecord]:
     """The caller's task named by ``taskId``: -32021 without the extension (checked first), -32602 for an
     id that is unknown, expired, of another server or of another owner (the same answer for all)."""
     if not tasks_declared(ctx):

@@ -17,6 +17,7 @@ from mcp_types.methods import serialize_server_result
 from ..auth.base import oauth_client_of
 from ..conf import DEFAULTS, mcp_settings
 from ..core.context import LOG_LEVELS, Context, SessionState
+from ..registry.server import server_of
 from ..sessions import refuse_large_metadata
 from ..wire.errors import INVALID_PARAMS, JSONRPCError
 from ..wire.jsonrpc import JSONRPCRequest, error_response
@@ -34,12 +35,12 @@ from ..wire.v2026_07_28 import (
     check_version,
 )
 from ..wire.versions import SESSIONLESS_VERSIONS
+from .interfaces import RequestHost
 from .lifecycle import server_info, sessionless_capabilities
 from .settlement import ANSWERED, PendingRequest, name_of
 
 if TYPE_CHECKING:
     from ..registry.server import MCPServer
-    from ..runtime import Runtime
 
 __all__ = [
     "check_metadata_size",
@@ -123,7 +124,7 @@ def _hints(ctx: Context) -> dict[str, Any]:
     configured = mcp_settings.CACHE_HINTS.get(ctx.method) or DEFAULTS["CACHE_HINTS"].get(ctx.method) or {}
     ttl, scope = configured.get("ttl_ms", 0), configured.get("cache_scope", "private")
     if ctx.method == "resources/read":
-        found = ctx.server.find_resource(str(ctx.params.get("uri")))
+        found = server_of(ctx).find_resource(str(ctx.params.get("uri")))
         resource = found[0] if found is not None else None
         if resource is not None and resource.ttl_ms is not None:
             ttl = resource.ttl_ms
@@ -141,7 +142,7 @@ def finish_result(ctx: Context, result: dict[str, Any]) -> dict[str, Any]:
     out = dict(result)
     out.setdefault("resultType", "complete")
     meta = dict(out.get("_meta") or {})
-    meta.setdefault(SERVER_INFO_KEY, server_info(ctx.server))
+    meta.setdefault(SERVER_INFO_KEY, server_info(server_of(ctx)))
     out["_meta"] = meta
     if out["resultType"] != "complete":
         return out
@@ -158,7 +159,7 @@ async def _not_sent(entry: PendingRequest, response: dict[str, Any] | None) -> N
 
 
 async def record_refusal(
-    runtime: Runtime, message: JSONRPCRequest, error: JSONRPCError, *, user: Any, auth: Any = None
+    runtime: RequestHost, message: JSONRPCRequest, error: JSONRPCError, *, user: Any, auth: Any = None
 ) -> None:
     """Record a 2026 request the ladder refused, settled with its error (as a handshake-era request the
     dispatch refuses is). A ledger that cannot take it is logged: the refusal is answered all the same."""

@@ -8,13 +8,14 @@ from typing import Any, TypeVar, overload
 
 from django.core.exceptions import ImproperlyConfigured
 
+from ..core.context import Context
 from ..wire.v2026_07_28 import BUILTIN_METHODS
 from .entries import Permission
 from .prompts import Prompt
 from .resources import Resource
 from .tools import Tool
 
-__all__ = ["MCPServer", "mcp"]
+__all__ = ["MCPServer", "mcp", "server_of"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 ChangeListener = Callable[[str], None]
@@ -261,3 +262,11 @@ class MCPServer:
 
 mcp = MCPServer(key="default")
 """The default server: ``from mcp_server import mcp`` then ``@mcp.tool``."""
+
+
+def server_of(ctx: Context) -> MCPServer:
+    """The server a request is for, typed (``Context.server`` is the core's narrow view of it)."""
+    server = ctx.server
+    if not isinstance(server, MCPServer):
+        raise TypeError(f"{server!r} is not an MCPServer")
+    return server

@@ -8,7 +8,7 @@ Each event is also queued for the event store (written behind the request path, 
 When the client of a POST stream has gone, or the stream was closed so that the client polls
 (``SSE_POLL_AFTER``, or a handler's ``ctx.close_stream()``), the request goes on running: its later events,
 the response among them, are written through to the store and the stream is woken
-(:class:`~mcp_server.ledger.stream_hub.StreamHub`), never sent on the dead connection. A ``GET`` with
+(:class:`~mcp_server.runtime.stream_hub.StreamHub`), never sent on the dead connection. A ``GET`` with
 ``Last-Event-ID`` (:func:`serve_resumed`), on any worker, replays the events of that stream only after that
 id, then goes on with what comes, until the POST stream's end.
 """
@@ -20,8 +20,8 @@ import contextlib
 import uuid
 
 from ..conf import mcp_settings
-from ..ledger.stream_hub import POLL_INTERVAL
 from ..runtime import Runtime
+from ..runtime.stream_hub import POLL_INTERVAL
 from ..stores.events.base import StoredEvent, parse_event_id
 from ..wire.asgi import Send, body_chunk, body_end, response_start
 from . import sse

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from mcp_server import Audio, Context, Image, McpHeader, MCPServer, MissingClientCapability, ToolError
+from mcp_server.registry.server import server_of
 from mcp_server.updates import anotify_list_changed, anotify_resource_updated
 from project.mcp_servers import conformance
 
@@ -293,14 +294,14 @@ async def test_logging_tool(ctx: Context) -> str:
 @conformance.tool(structured_output=False)
 async def test_trigger_tool_change(ctx: Context) -> str:
     """Sends notifications/tools/list_changed (server-stateless, to subscriptions/listen streams)."""
-    await anotify_list_changed("tools", ctx.server)
+    await anotify_list_changed("tools", server_of(ctx))
     return "tools/list_changed sent"
 
 
 @conformance.tool(structured_output=False)
 async def test_trigger_prompt_change(ctx: Context) -> str:
     """Sends notifications/prompts/list_changed (server-stateless, to subscriptions/listen streams)."""
-    await anotify_list_changed("prompts", ctx.server)
+    await anotify_list_changed("prompts", server_of(ctx))
     return "prompts/list_changed sent"
 
 
@@ -350,7 +351,7 @@ async def update_watched_resource(text: str, ctx: Context) -> str:
 
     Not called by the suite: it lets a client (or a test) see subscriptions at work.
     """
-    told = await notify_watched_resource_changed(text, ctx.server)
+    told = await notify_watched_resource_changed(text, server_of(ctx))
     return f"Updated {WATCHED_URI}; notified {told} subscribed session(s)"
 
 

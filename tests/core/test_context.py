@@ -23,10 +23,11 @@ from mcp_server.conf import mcp_settings
 from mcp_server.core.context import LOG_LEVELS, Context, SessionState
 from mcp_server.core.records import LedgerRecord
 from mcp_server.protocol.client_messages import handle_client_message
-from mcp_server.protocol.outbound import OutboundTable, aforward_answer
+from mcp_server.protocol.outbound import aforward_answer
 from mcp_server.protocol.peer import RequestPeer
 from mcp_server.protocol.settlement import ANSWERED, CANCELLED, PENDING, PendingRequest
 from mcp_server.runtime import Runtime
+from mcp_server.runtime.outbound import OutboundTable
 from mcp_server.wire.errors import CONNECTION_CLOSED, JSONRPCError
 from mcp_server.wire.jsonrpc import JSONRPCResponse, WireError, parse_message
 from tests.support.live import (

@@ -166,9 +166,9 @@ class UnreachableLedger(DatabaseLedger):
 
 async def test_a_request_is_answered_once_even_when_the_ledger_is_out_of_reach() -> None:
     """The reply never waits on the ledger; the record converges once the store answers again."""
-    from mcp_server.ledger.writer import LedgerWriter
     from mcp_server.models import LedgerEntry
     from mcp_server.protocol.settlement import PendingRequest, RequestTable
+    from mcp_server.runtime.writer import LedgerWriter
 
     ledger = UnreachableLedger()
     writer = LedgerWriter(ledger, interval=60)  # flushed by hand below

@@ -27,8 +27,8 @@ from django.utils import timezone
 from mcp_server.core.records import LedgerRecord, request_key
 from mcp_server.core.states import State
 from mcp_server.core.writes import write_transaction
-from mcp_server.ledger.writer import LedgerWriter
 from mcp_server.models import LedgerEntry
+from mcp_server.runtime.writer import LedgerWriter
 from mcp_server.stores.ledger.cache import CacheLedger
 from mcp_server.stores.ledger.database import DatabaseLedger
 from project.catalogue.models import Author

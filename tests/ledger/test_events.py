@@ -10,8 +10,8 @@ from django.core.cache import caches
 from django.utils import timezone
 
 from mcp_server.core.records import LedgerRecord, request_key
-from mcp_server.ledger.event_writer import EventWriter
-from mcp_server.ledger.upkeep import ORPHAN_GAP, ORPHAN_REASON, Upkeep
+from mcp_server.runtime.event_writer import EventWriter
+from mcp_server.runtime.upkeep import ORPHAN_GAP, ORPHAN_REASON, Upkeep
 from mcp_server.stores.events.base import EventStore, StoredEvent, keys_answered, parse_event_id
 from mcp_server.stores.events.cache import CacheEventStore
 from mcp_server.stores.events.database import DatabaseEventStore

@@ -30,9 +30,9 @@ from mcp_server.core.records import (
     storable_outcome,
 )
 from mcp_server.core.states import State
-from mcp_server.ledger.writer import MAX_ATTEMPTS, LedgerWriter
 from mcp_server.models import LedgerEntry
 from mcp_server.protocol.settlement import ANSWERED, PendingRequest, RequestTable
+from mcp_server.runtime.writer import MAX_ATTEMPTS, LedgerWriter
 from mcp_server.stores.ledger.base import Ledger
 from mcp_server.stores.ledger.cache import CacheLedger
 from mcp_server.stores.ledger.database import DatabaseLedger

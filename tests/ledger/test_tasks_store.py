@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from mcp_server.core.tasks import TaskRecord, new_task_id
 from mcp_server.ledger import get_ledger
-from mcp_server.ledger.upkeep import Upkeep
+from mcp_server.runtime.upkeep import Upkeep
 from mcp_server.stores.tasks.database import DatabaseTaskStore
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]

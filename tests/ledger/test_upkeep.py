@@ -13,8 +13,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from mcp_server.core.records import LedgerRecord, request_key
-from mcp_server.ledger.upkeep import STRAY_REASON, Holding, Upkeep
 from mcp_server.models import LedgerEntry
+from mcp_server.runtime.upkeep import STRAY_REASON, Holding, Upkeep
 from mcp_server.stores.ledger.base import Ledger
 from mcp_server.stores.ledger.cache import CacheLedger
 from mcp_server.stores.ledger.database import DatabaseLedger

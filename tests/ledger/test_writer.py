@@ -18,7 +18,7 @@ from django.core.cache import caches
 
 from mcp_server.core.records import DuplicateRequest, LedgerRecord, request_key
 from mcp_server.core.states import State
-from mcp_server.ledger.writer import LedgerWriter
+from mcp_server.runtime.writer import LedgerWriter
 from mcp_server.stores.ledger.cache import CacheLedger
 from tests.support.writer import (
     Instrumented,

@@ -16,7 +16,7 @@ import pytest
 from django.core.cache import caches
 
 from mcp_server.core.records import LedgerRecord, request_key
-from mcp_server.ledger.writer import LedgerWriter
+from mcp_server.runtime.writer import LedgerWriter
 from mcp_server.stores.ledger.cache import CacheLedger
 from mcp_server.stores.ledger.database import DatabaseLedger
 from tests.support.wait import wait_for
@@ -88,7 +88,7 @@ def refusing(request: pytest.FixtureRequest) -> Refusing:
 
 
 async def test_a_record_the_store_refuses_for_good_does_not_block_the_others(refusing: Refusing) -> None:
-    from mcp_server.ledger.writer import MAX_ATTEMPTS
+    from mcp_server.runtime.writer import MAX_ATTEMPTS
 
     writer = LedgerWriter(refusing, interval=0.01)
     try:
@@ -125,7 +125,7 @@ async def test_a_store_that_cannot_answer_is_retried_without_dropping(
     ledger: Instrumented, new_writer: Any
 ) -> None:
     """Unreachable is not refused: the batch is kept whole, however many times it fails."""
-    from mcp_server.ledger.writer import MAX_ATTEMPTS
+    from mcp_server.runtime.writer import MAX_ATTEMPTS
 
     writer: LedgerWriter = new_writer()
     recs = [record("s1", n) for n in range(2)]

@@ -8,8 +8,9 @@ import asyncio
 
 import pytest
 
-from mcp_server.protocol.listen import Listener, ListenerTable, covers, honored_filter
+from mcp_server.protocol.listen import Listener, covers, honored_filter
 from mcp_server.registry.server import MCPServer
+from mcp_server.runtime.listeners import ListenerTable
 from mcp_server.wire.errors import JSONRPCError
 from mcp_server.wire.messages import ListenEvent
 

@@ -20,10 +20,10 @@ from mcp_server.core.context import Context, SessionState
 from mcp_server.core.rounds import InputRequest
 from mcp_server.core.states import State
 from mcp_server.protocol.guarantee import answer
-from mcp_server.protocol.outbound import OutboundTable
 from mcp_server.protocol.peer import RequestPeer
 from mcp_server.protocol.rounds import open_rounds
 from mcp_server.registry.server import MCPServer
+from mcp_server.runtime.outbound import OutboundTable
 from mcp_server.wire.jsonrpc import JSONRPCResponse, WireError
 from mcp_server.wire.versions import SESSIONLESS_VERSIONS
 from tests.support.peers import RecordingPeer

@@ -12,7 +12,6 @@ import pytest
 from django.core.cache import caches
 
 from mcp_server.core.records import LedgerRecord, request_key
-from mcp_server.ledger.writer import LedgerWriter
 from mcp_server.protocol import settlement
 from mcp_server.protocol.settlement import (
     ABORTED,
@@ -28,6 +27,7 @@ from mcp_server.protocol.settlement import (
     name_of,
     outcome_of,
 )
+from mcp_server.runtime.writer import LedgerWriter
 from mcp_server.stores.ledger.base import Ledger
 from mcp_server.stores.ledger.cache import CacheLedger
 from mcp_server.stores.ledger.database import DatabaseLedger

@@ -54,8 +54,8 @@ from mcp_server.admin_live import operations
 from mcp_server.conf import DEFAULTS, mcp_settings
 from mcp_server.core.records import request_key
 from mcp_server.ledger import State, get_ledger
-from mcp_server.ledger.upkeep import Upkeep
 from mcp_server.protocol.settlement import aborted_response
+from mcp_server.runtime.upkeep import Upkeep
 from mcp_server.wire.errors import INVALID_REQUEST, JSONRPCError
 from mcp_server.wire.jsonrpc import error_response
 from tests.support.services_rerun import expected_tests, rerun_on_services

@@ -8,7 +8,7 @@ import asyncio
 import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from channels.layers import get_channel_layer
@@ -29,6 +29,7 @@ from mcp_server.wire.messages import (
     AbortRequest,
     AbortResult,
     StreamMessage,
+    WorkerMessage,
     parse_event,
     session_group,
     to_event,
@@ -311,3 +312,12 @@ def test_a_runtime_names_its_worker_and_uses_the_configured_ledger() -> None:
     assert Runtime().worker_id != runtime.worker_id  # each runtime is a worker of its own
     assert Runtime(worker_id="w-1").worker_id == "w-1"
     assert runtime.ledger is get_ledger()
+
+
+def test_every_message_a_worker_receives_has_the_method_that_acts_on_it() -> None:
+    """``Runtime.handle`` goes by the message's type: each type of the union but the abort's result (sent
+    to the asker's own channel, awaited there) maps to a method of this runtime."""
+    runtime = Runtime(worker_id="table")
+    acts = runtime._message_table()
+    assert set(acts) == set(get_args(WorkerMessage)) - {AbortResult}
+    assert all(getattr(act, "__self__", None) is runtime for act in acts.values())

@@ -8,6 +8,7 @@ import os
 import sys
 
 from mcp_server import Context, MCPServer, mcp
+from mcp_server.runtime import Runtime
 
 logger = logging.getLogger("tests.stdioapp")
 
@@ -37,7 +38,7 @@ async def stdio_wait_for_cancel(ctx: Context) -> str:
 @mcp.tool
 async def stdio_pending(ctx: Context) -> list[str]:
     """Ids of the caller's session still in flight in this process, besides this request."""
-    assert ctx.runtime is not None
+    assert isinstance(ctx.runtime, Runtime)
     pending = ctx.runtime.requests.pending(ctx.session_id)
     return [str(e.request_id) for e in pending if e.request_id != ctx.request_id]
 

@@ -33,13 +33,13 @@ from mcp_server.conf import mcp_settings
 from mcp_server.core.context import Context, SessionState
 from mcp_server.core.records import LedgerRecord
 from mcp_server.ledger import State, get_ledger
-from mcp_server.ledger.upkeep import ORPHAN_REASON
 from mcp_server.models import Session
 from mcp_server.protocol.peer import RequestPeer
 from mcp_server.protocol.serving import start_request
 from mcp_server.protocol.settlement import PENDING, PendingRequest, aborted_response, closed_response
 from mcp_server.registry.server import MCPServer
 from mcp_server.runtime import Runtime
+from mcp_server.runtime.upkeep import ORPHAN_REASON
 from mcp_server.stores.ledger.cache import CacheLedger
 from mcp_server.stores.ledger.database import DatabaseLedger
 from mcp_server.wire.errors import REQUEST_TIMEOUT, JSONRPCError, RequestSettled

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from mcp_server import Context, mcp
+from mcp_server.runtime import Runtime
 from project.mcp_servers import conformance
 
 
@@ -91,7 +92,7 @@ async def raw_stats(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     """What this worker holds: in-flight entries (ids of the caller's session), waiting answers, tasks,
     open ``subscriptions/listen`` streams."""
     runtime = ctx.runtime
-    assert runtime is not None
+    assert isinstance(runtime, Runtime)
     await runtime.writer.flush()  # what is settled is recorded before the ledger is read
     mine = [e.request_id for e in runtime.requests.pending(ctx.session_id) if e.request_id != ctx.request_id]
     ledger_pending = [r for r in await runtime.ledger.apending() if r.request_key != f"i:{ctx.request_id}"]
@@ -146,7 +147,7 @@ async def raw_ledger_pending(params: dict[str, Any], ctx: Context) -> dict[str, 
     from mcp_server.ledger import request_key
 
     runtime = ctx.runtime
-    assert runtime is not None
+    assert isinstance(runtime, Runtime)
     await runtime.writer.flush()
     own = request_key(ctx.request_id)
     records = await runtime.ledger.apending(str(params.get("session") or ctx.session_id))
@@ -386,7 +387,7 @@ async def raw_ledger_records(params: dict[str, Any], ctx: Context) -> dict[str, 
     from mcp_server.stores.ledger.database import DatabaseLedger
 
     runtime = ctx.runtime
-    assert runtime is not None
+    assert isinstance(runtime, Runtime)
     await runtime.writer.flush()
     session = str(params.get("session") or ctx.session_id)
     ledger = runtime.ledger

@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from mcp_server.conf import mcp_settings
-from mcp_server.ledger.upkeep import Upkeep
+from mcp_server.runtime.upkeep import Upkeep
 from mcp_server.stores.events import get_event_store
 from mcp_server.stores.events.base import retention_cutoff
 from mcp_server.stores.ledger import get_ledger

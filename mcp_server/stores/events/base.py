@@ -13,7 +13,7 @@ is chosen by import path in ``MCP_SERVER["EVENT_STORE_BACKEND"]``, as the ledger
 :class:`~.cache.CacheEventStore` (a shared cache such as Redis). Events are
 kept for ``EVENT_RETENTION`` seconds, at most ``MAX_STREAM_EVENTS`` per stream (older notifications are
 trimmed; responses and the markers stay), pruned by the ledger upkeep. Writes go through
-:class:`~mcp_server.ledger.event_writer.EventWriter`, in batches behind the request path.
+:class:`~mcp_server.runtime.event_writer.EventWriter`, in batches behind the request path.
 """
 
 from __future__ import annotations

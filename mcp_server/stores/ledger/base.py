@@ -2,7 +2,7 @@
 stores: :class:`Ledger`, one record per request, from arrival until it is settled.
 
 The worker that holds a request decides its settlement in memory and records it here, in batches
-(:meth:`Ledger.write_batch`, called by :class:`~mcp_server.ledger.writer.LedgerWriter`): a request settled
+(:meth:`Ledger.write_batch`, called by :class:`~mcp_server.runtime.writer.LedgerWriter`): a request settled
 before its batch is written becomes one final record, a longer one a pending record and then its settlement.
 ``asettle`` is the compare-and-set from ``pending`` that decides only where no live worker holds the request
 (the orphans of a dead worker): of any number of concurrent callers, in any process, exactly one wins.

@@ -18,49 +18,36 @@ import socket
 import threading
 import uuid
 import weakref
-from typing import Any, Protocol
+from typing import Any
 
 from channels.layers import get_channel_layer
 
-from .conf import mcp_settings
-from .core.records import LedgerRecord, request_key
-from .core.stores import bounded, store_timeout
-from .ledger import Ledger, get_ledger
-from .ledger.event_writer import EventWriter
-from .ledger.stream_hub import StreamHub
-from .ledger.upkeep import Holding, Upkeep
-from .ledger.writer import LedgerWriter
-from .protocol.credentials import CredentialWatches
-from .protocol.listen import ListenerTable
-from .protocol.outbound import OutboundTable
-from .protocol.settlement import ABORTED, RequestTable, aborted_response
-from .protocol.tasks import TaskRunner
-from .sessions import SessionCache, aend_session
-from .stores.events import EventStore, get_event_store
-from .stores.tasks import new_task_store
-from .wire.jsonrpc import RequestId
-from .wire.messages import (
+from ..conf import mcp_settings
+from ..core.records import LedgerRecord, request_key
+from ..core.stores import bounded, store_timeout
+from ..ledger import Ledger, get_ledger
+from ..protocol.credentials import CredentialWatches
+from ..protocol.settlement import RequestTable
+from ..sessions import SessionCache, aend_session
+from ..stores.events import EventStore, get_event_store
+from ..stores.tasks import new_task_store
+from ..wire.jsonrpc import RequestId
+from ..wire.messages import (
     WORKERS_GROUP,
-    AbortRequest,
-    AbortResult,
     CancelRequest,
-    CancelSettled,
-    ClientAnswer,
-    CredentialChanged,
-    EndSession,
-    ListenEvent,
-    SessionChanged,
-    StopTask,
-    StreamMessage,
-    StreamWake,
-    TaskStatus,
-    WorkerMessage,
     parse_event,
-    session_group,
-    to_event,
 )
+from .acts import WorkerMessages
+from .event_writer import EventWriter
+from .listeners import ListenerTable
+from .outbound import OutboundTable
+from .stream_hub import StreamHub
+from .streams import SessionStreams, StreamSink
+from .tasks import TaskRunner
+from .upkeep import Holding, Upkeep
+from .writer import LedgerWriter
 
-__all__ = ["Runtime", "StreamSink", "get_runtime", "new_worker_id"]
+__all__ = ["Runtime", "get_runtime", "new_worker_id"]
 
 logger = logging.getLogger("mcp_server.runtime")
 
@@ -75,17 +62,7 @@ def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
-class StreamSink(Protocol):
-    """A standalone stream held by this process (a GET stream, or the stdio output)."""
-
-    async def send(self, message: dict[str, Any]) -> None:
-        """Send a server-initiated message on the stream."""
-
-    def close(self, reason: str) -> None:
-        """The session ended: finish the stream."""
-
-
-class Runtime:
+class Runtime(WorkerMessages):
     """A worker process's MCP state (see the module docstring). Call :meth:`start` inside the event loop."""
 
     def __init__(
@@ -155,10 +132,12 @@ class Runtime:
         """Whether the server's stop (Twisted trigger or signal handlers) starts :meth:`ashutdown`."""
         self._shutdown_task: asyncio.Task[int] | None = None
         self.freeze_gc = freeze_gc
-        self._streams: dict[str, set[StreamSink]] = {}
+        self.streams = SessionStreams(lambda: self.layer, lambda: self.channel)
+        """The standalone streams (a GET stream, the stdio output) this process holds, by session."""
         self._tasks: list[asyncio.Task[None]] = []
         self._started: asyncio.AbstractEventLoop | None = None
         self._starting: asyncio.Future[None] | None = None
+        self._acts = self._message_table()
 
     # -- life cycle ------------------------------------------------------------------------------------------
 
@@ -229,31 +208,11 @@ class Runtime:
 
     async def attach_stream(self, session_id: str, sink: StreamSink) -> None:
         """Route the session's server-initiated messages to ``sink`` (from any worker)."""
-        sinks = self._streams.setdefault(session_id, set())
-        first = not sinks
-        sinks.add(sink)
-        if first and self.layer is not None and self.channel:
-            try:
-                await bounded(self.layer.group_add(session_group(session_id), self.channel), LAYER)
-            except BaseException:  # StoreUnavailable: the transport refuses the stream (503)
-                sinks.discard(sink)
-                if not sinks:
-                    del self._streams[session_id]
-                raise
+        await self.streams.attach(session_id, sink)
 
     async def detach_stream(self, session_id: str, sink: StreamSink) -> None:
         """Stop routing to ``sink``."""
-        sinks = self._streams.get(session_id)
-        if sinks is None:
-            return
-        sinks.discard(sink)
-        if not sinks:
-            del self._streams[session_id]
-            if self.layer is not None and self.channel:
-                try:
-                    await bounded(self.layer.group_discard(session_group(session_id), self.channel), LAYER)
-                except Exception:
-                    logger.debug("could not leave the group of session %s", session_id, exc_info=True)
+        await self.streams.detach(session_id, sink)
 
     # -- messages from other workers ----------------------------------------------------------------------
 
@@ -298,62 +257,9 @@ class Runtime:
     async def _rejoin(self, layer: Any) -> None:
         if not await self._join(layer):
             raise ConnectionError("the channel layer is still unreachable")
-        for session_id in list(self._streams):
-            await bounded(layer.group_add(session_group(session_id), self.channel), LAYER)
+        await self.streams.rejoin()
         await self.listeners.rejoin()
         await self.resumed.rejoin()
-
-    async def handle(self, message: WorkerMessage) -> None:
-        """Act on a message from another worker (or this one)."""
-        if isinstance(message, CancelRequest):
-            if await self.requests.cancel(message.session_id, message.key):
-                await self._cancel_settled(message.session_id, message.key)
-        elif isinstance(message, CancelSettled):
-            self.requests.forget_cancel(message.session_id, message.key)
-        elif isinstance(message, EndSession):
-            await self._session_ended(message.session_id, message.reason)
-        elif isinstance(message, SessionChanged):
-            self.sessions.forget(message.session_id)
-        elif isinstance(message, AbortRequest):
-            entry = self.requests.get(message.session_id, message.key, message.pk)
-            aborted = entry is not None and await self.requests.settle(
-                entry, ABORTED, aborted_response(entry.request_id)
-            )
-            if message.reply_to:
-                await self._send(
-                    message.reply_to, AbortResult(message.session_id, message.key, aborted=aborted)
-                )
-        elif isinstance(message, ClientAnswer):
-            self.outbound.resolve_forwarded(message.session_id, message.message)
-        elif isinstance(message, StopTask):
-            self.tasks.stop_local([message.task_id])
-        elif isinstance(message, TaskStatus):
-            await self.tasks.heard(message)
-        elif isinstance(message, StreamMessage):
-            for sink in list(self._streams.get(message.session_id, ())):
-                await sink.send(message.message)
-        elif isinstance(message, ListenEvent):
-            self.listeners.deliver(message)
-        elif isinstance(message, StreamWake):
-            self.resumed.deliver(message)
-        elif isinstance(message, CredentialChanged):
-            self.credentials.poke(message.user_id)
-
-    async def _task_status(self, message: TaskStatus) -> None:
-        """A task's status changed (on any worker): ``notifications/tasks`` to the listen streams asking."""
-        self.listeners.deliver_task(message.task)
-
-    async def _session_ended(self, session_id: str, reason: str) -> None:
-        self.sessions.forget(session_id)
-        await self.requests.close_session(session_id, reason)
-        for sink in list(self._streams.get(session_id, ())):
-            sink.close(reason)
-
-    async def _cancel_settled(self, session_id: str | None, key: str) -> None:
-        await self._broadcast(CancelSettled(session_id=session_id, key=key))
-
-    async def _stop_task_elsewhere(self, task_id: str) -> None:
-        await self._broadcast(StopTask(task_id=task_id))
 
     def _holding(self) -> Holding:
         """What this worker holds in the ledger: its pending requests and the settlements not yet written."""
@@ -371,20 +277,6 @@ class Runtime:
 
     async def _refused(self, record: LedgerRecord) -> None:
         await self.requests.refuse(record)
-
-    async def _broadcast(self, message: WorkerMessage) -> bool:
-        if self.layer is None:
-            return False
-        try:
-            await bounded(self.layer.group_send(WORKERS_GROUP, to_event(message)), LAYER)
-        except Exception:
-            logger.exception("could not tell the other workers: %s", message.type)
-            return False
-        return True
-
-    async def _send(self, channel: str, message: WorkerMessage) -> None:
-        if self.layer is not None:
-            await bounded(self.layer.send(channel, to_event(message)), LAYER)
 
     # -- shutdown ----------------------------------------------------------------------------------------
 
@@ -406,9 +298,7 @@ class Runtime:
                 await self.listeners.finish(grace=grace / 2)  # answered with their complete result
                 closed = await self.requests.shutdown(reason)
                 await self.tasks.shutdown()
-                for sinks in list(self._streams.values()):
-                    for sink in list(sinks):
-                        sink.close(reason)
+                self.streams.close_all(reason)
                 waits = [
                     w for w in (getattr(e, "task", None) for e in exchanges) if w is not None and not w.done()
                 ]
