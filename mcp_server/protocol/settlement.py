@@ -210,6 +210,43 @@ class RequestTable:
             return next((e for e in self._stateless if e.record.pk == pk and e.key[1] == key), None)
         return self._entries.get((session_id, key))
 
+    def _record(
+        self,
+        session_id: str | None,
+        request_id: RequestId,
+        key: str,
+        method: str,
+        *,
+        name: str,
+        user_id: int | None,
+        seconds: float | None,
+        lease: float,
+        protocol_version: str,
+        round_of: str,
+        client: str,
+        oauth_client: tuple[str, str],
+    ) -> LedgerRecord:
+        """The ledger record of an arriving request, each text cut to what its column holds."""
+        now = timezone.now()
+        return LedgerRecord(
+            session_id=session_id,
+            request_key=key,
+            method=storable(method, MAX_METHOD_LENGTH),
+            name=storable(name, NAME_LENGTH),
+            user_id=user_id,
+            worker=self.worker_id,
+            channel=self._channel(),
+            created=now,
+            deadline=now + timedelta(seconds=seconds) if seconds else None,
+            lease_expires=now + timedelta(seconds=lease),
+            protocol_version=protocol_version,
+            round_of=round_of,
+            client=storable(client, CLIENT_LENGTH),
+            long_id=long_id_of(request_id, key),
+            oauth_client_id=storable(oauth_client[0], OAUTH_CLIENT_LENGTH),
+            oauth_client_name=storable(oauth_client[1], OAUTH_CLIENT_LENGTH),
+        )
+
     async def open(
         self,
         session_id: str | None,
@@ -243,24 +280,19 @@ class RequestTable:
         key = request_key(request_id)
         if session_id is not None and (session_id, key) in self._entries:
             raise _duplicate(request_id)
-        now = timezone.now()
-        record = LedgerRecord(
-            session_id=session_id,
-            request_key=key,
-            method=storable(method, MAX_METHOD_LENGTH),
-            name=storable(name, NAME_LENGTH),
+        record = self._record(
+            session_id,
+            request_id,
+            key,
+            method,
+            name=name,
             user_id=user_id,
-            worker=self.worker_id,
-            channel=self._channel(),
-            created=now,
-            deadline=now + timedelta(seconds=seconds) if seconds else None,
-            lease_expires=now + timedelta(seconds=lease),
+            seconds=seconds,
+            lease=lease,
             protocol_version=protocol_version,
             round_of=round_of,
-            client=storable(client, CLIENT_LENGTH),
-            long_id=long_id_of(request_id, key),
-            oauth_client_id=storable(oauth_client[0], OAUTH_CLIENT_LENGTH),
-            oauth_client_name=storable(oauth_client[1], OAUTH_CLIENT_LENGTH),
+            client=client,
+            oauth_client=oauth_client,
         )
         entry = PendingRequest(record=record, request_id=request_id, deliver=deliver)
         if self.telemetry is not None:
