@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from mcp_server.core.context import SessionState
+from mcp_server.core.records import request_key
 from mcp_server.registry.server import mcp
 from mcp_server.runtime import Runtime
 from mcp_server.stores.ledger.cache import CacheLedger
@@ -24,6 +25,7 @@ from mcp_server.telemetry.otel import OTelTelemetry
 from mcp_server.transports.exchange import PostExchange
 from mcp_server.wire.jsonrpc import IncomingMessage, parse_message
 from mcp_server.wire.versions import LATEST_VERSION
+from tests.support.wait import wait_for
 
 SESSION = "s-telemetry"
 
@@ -133,3 +135,12 @@ def call(request_id: int, tool: str, meta: dict[str, Any] | None = None, **argum
     if meta is not None:
         params["_meta"] = meta
     return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+async def held(runtime: Runtime, request_id: int) -> None:
+    """Wait until the runtime holds the request (registration has no event of its own)."""
+
+    async def holds() -> bool:
+        return runtime.requests.get(SESSION, request_key(request_id)) is not None
+
+    await wait_for(holds, f"request {request_id} to arrive", within=5)

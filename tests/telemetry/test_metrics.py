@@ -15,8 +15,7 @@ from mcp_server.runtime import Runtime
 from mcp_server.telemetry.otel import BUCKETS
 from mcp_server.wire.messages import AbortRequest
 
-from .conftest import INITIALIZE, SESSION, Recorded, call, new_post, run
-from .test_spans import held
+from .conftest import INITIALIZE, SESSION, Recorded, call, held, new_post, run
 
 pytestmark = pytest.mark.asyncio
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -20,7 +19,7 @@ from mcp_server.core.records import request_key
 from mcp_server.runtime import Runtime
 from mcp_server.wire.jsonrpc import JSONRPCResponse
 
-from .conftest import SESSION, Recorded, call, new_post, run
+from .conftest import SESSION, Recorded, call, held, new_post, run
 
 pytestmark = pytest.mark.asyncio
 
@@ -31,14 +30,6 @@ def attributes(span: ReadableSpan) -> dict[str, Any]:
 
 def parent_id(span: ReadableSpan) -> int | None:
     return span.parent.span_id if span.parent is not None else None
-
-
-async def held(runtime: Runtime, request_id: int) -> None:
-    """Wait until the runtime holds the request (registration has no event of its own)."""
-    deadline = time.monotonic() + 5
-    while runtime.requests.get(SESSION, request_key(request_id)) is None:
-        assert time.monotonic() < deadline, "the request never arrived"
-        await asyncio.sleep(0.01)
 
 
 async def test_a_tool_call(runtime: Runtime, recorded: Recorded) -> None:
