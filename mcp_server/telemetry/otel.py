@@ -33,7 +33,8 @@ from ..core.records import LedgerRecord
 from ..core.states import State
 from ..wire.errors import JSONRPCError
 from ..wire.jsonrpc import RequestId
-from ..wire.versions import is_sessionless_version
+from ..wire.v2026_07_28 import BUILTIN_METHODS
+from ..wire.versions import SESSIONLESS_VERSIONS, SUPPORTED_VERSIONS, is_sessionless_version
 
 __all__ = ["BUCKETS", "CLIENT_ERRORS", "SCOPE", "OTelRequestSpan", "OTelTelemetry"]
 
@@ -71,6 +72,10 @@ METRIC_KEYS = (
 """The low-cardinality span attributes the operation histogram keeps (no id, no session, no URI)."""
 
 TRACE_KEYS = ("traceparent", "tracestate", "baggage")
+
+KNOWN_VERSIONS = (*SUPPORTED_VERSIONS, *SESSIONLESS_VERSIONS)
+"""The revisions a metric names; any other version a request carried (one the server refused) counts as
+``_OTHER``, as does a method the server does not know: a client cannot add time series by making names up."""
 
 _MISSING = object()
 
@@ -116,9 +121,7 @@ def parent_of(
     return None
 
 
-def span_attributes(
-    record: LedgerRecord, request_id: RequestId, params: Mapping[str, Any] | None, transport: str
-) -> dict[str, Any]:
+def span_attributes(record: LedgerRecord, request_id: RequestId, transport: str) -> dict[str, Any]:
     """The attributes a request's SERVER span starts with."""
     method = record.method
     attributes: dict[str, Any] = {"mcp.method.name": method}
@@ -131,10 +134,8 @@ def span_attributes(
         attributes["gen_ai.operation.name"] = "execute_tool"
     elif method == "prompts/get" and record.name:
         attributes["gen_ai.prompt.name"] = record.name
-    elif method in ("resources/read", "resources/subscribe", "resources/unsubscribe") and params:
-        uri = params.get("uri")
-        if isinstance(uri, str):
-            attributes["mcp.resource.uri"] = uri
+    elif method in ("resources/read", "resources/subscribe", "resources/unsubscribe") and record.name:
+        attributes["mcp.resource.uri"] = record.name  # the URI as the ledger keeps it: cut to its column
     if transport == "stdio":
         attributes["network.transport"] = "pipe"
     else:
@@ -315,7 +316,7 @@ class OTelTelemetry:
     ) -> OTelRequestSpan | None:
         if not self.recording():
             return None
-        attributes = span_attributes(record, request_id, params, transport)
+        attributes = span_attributes(record, request_id, transport)
         parent = parent_of(params, headers)
         links: list[Link] = []
         if parent is not None:
@@ -330,12 +331,16 @@ class OTelTelemetry:
     def settled(self, handle: OTelRequestSpan, state: str, code: str | None, error_type: str | None) -> None:
         """Record a settled request's duration and outcome."""
         attributes = {key: handle.attributes[key] for key in METRIC_KEYS if key in handle.attributes}
+        if attributes.get("mcp.protocol.version", KNOWN_VERSIONS[0]) not in KNOWN_VERSIONS:
+            attributes["mcp.protocol.version"] = "_OTHER"  # a version the client made up (then refused)
         if code is not None:
             attributes["rpc.response.status_code"] = code
             if int(code) in CLIENT_ERRORS:  # a name the client made up: not a new time series per name
                 for key in ("gen_ai.tool.name", "gen_ai.prompt.name"):
                     if key in attributes:
                         attributes[key] = "_OTHER"
+                if attributes["mcp.method.name"] not in BUILTIN_METHODS:
+                    attributes["mcp.method.name"] = "_OTHER"
         if error_type is not None:
             attributes["error.type"] = error_type
         self.operation_duration.record(time.monotonic() - handle.started, attributes, NO_EXEMPLAR)
@@ -343,7 +348,8 @@ class OTelTelemetry:
         if outcome == "answered" and (code is not None or error_type is not None):
             outcome = "error"
         method = handle.attributes["mcp.method.name"]
-        self.settlements.add(1, {"mcp_server.outcome": outcome, "mcp.method.name": method}, NO_EXEMPLAR)
+        counted = {"mcp_server.outcome": outcome, "mcp.method.name": attributes["mcp.method.name"]}
+        self.settlements.add(1, counted, NO_EXEMPLAR)
         session_id = handle.attributes.get("mcp.session.id")
         if method == "initialize" and session_id is not None and code is None:
             self._opened(str(session_id), handle.attributes)

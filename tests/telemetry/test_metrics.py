@@ -88,3 +88,24 @@ async def test_the_session_histogram(runtime: Runtime, recorded: Recorded) -> No
     }
     initialized = next(s for s in recorded.spans() if s.name == "initialize")
     assert dict(initialized.attributes or {})["mcp.session.id"] == session_id
+
+
+async def test_names_a_client_makes_up_add_no_series(runtime: Runtime, recorded: Recorded) -> None:
+    """A flood of unknown methods, or a version no revision has, ends in one ``_OTHER`` series each: a
+    client cannot grow the SDK's aggregation by making names up."""
+    made_up = [{"jsonrpc": "2.0", "id": n, "method": f"made/up/{n}"} for n in range(1, 41)]
+    await run(new_post(runtime, batch=True), *made_up)
+    odd = SessionState(id=SESSION, protocol_version="1999-01-01")
+    await run(new_post(runtime, session=odd), call(50, "echo", text="a"))
+    durations = [dict(p.attributes) for p in points(recorded, "mcp.server.operation.duration")]
+    methods = {a["mcp.method.name"] for a in durations}
+    assert methods == {"_OTHER", "tools/call"}
+    assert {a["mcp.protocol.version"] for a in durations} == {"2025-11-25", "_OTHER"}
+    counted = {
+        dict(p.attributes)["mcp.method.name"]: p.value for p in points(recorded, "mcp_server.settlements")
+    }
+    assert counted == {"_OTHER": 40, "tools/call": 1}
+    assert len(recorded.spans()) == 41  # each request still has its span, with the method it named
+    assert {"made/up/1", "made/up/40"} <= {
+        dict(s.attributes or {})["mcp.method.name"] for s in recorded.spans()
+    }

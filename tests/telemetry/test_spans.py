@@ -197,3 +197,13 @@ async def test_an_elicitation_round_is_a_client_span_under_the_request(
     assert attributes(client)["jsonrpc.request.id"] == ask["id"]
     traceparent = ask["params"]["_meta"]["traceparent"]
     assert traceparent.startswith(f"00-{client.context.trace_id:032x}-{client.context.span_id:016x}-")
+
+
+async def test_a_resource_uri_is_cut_as_the_ledger_keeps_it(runtime: Runtime, recorded: Recorded) -> None:
+    """A megabyte URI does not travel with every exported span: the attribute is the ledger's 300
+    characters."""
+    uri = "file:///" + "x" * 1_000_000
+    read = {"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {"uri": uri}}
+    await run(new_post(runtime), read)
+    (span,) = recorded.spans("resources/read")
+    assert attributes(span)["mcp.resource.uri"] == uri[:300]
