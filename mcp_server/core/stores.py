@@ -24,7 +24,10 @@ from django.db import InterfaceError, OperationalError, close_old_connections
 from ..conf import mcp_settings
 from ..wire.errors import INTERNAL_ERROR, JSONRPCError
 
-__all__ = ["StoreUnavailable", "bounded", "is_unavailable", "store_timeout"]
+__all__ = ["CHANNEL_LAYER", "StoreUnavailable", "bounded", "is_unavailable", "store_timeout"]
+
+CHANNEL_LAYER = "channel layer"
+"""The ``store`` :func:`bounded` names for a wait on the Channels layer (in its error and the logs)."""
 
 logger = logging.getLogger("mcp_server.stores")
 

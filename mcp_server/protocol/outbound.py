@@ -10,7 +10,7 @@ from django.core.cache import caches
 
 from ..conf import mcp_settings
 from ..core.moved import moved_names
-from ..core.stores import bounded
+from ..core.stores import CHANNEL_LAYER, bounded
 from ..wire.jsonrpc import JSONRPCResponse, RequestId, WireError
 from ..wire.messages import ClientAnswer, to_event
 
@@ -47,7 +47,7 @@ async def aforward_answer(session_id: str | None, message: JSONRPCResponse | Wir
     else:
         payload["error"] = message.error.model_dump(mode="json", exclude_none=True)
     event = to_event(ClientAnswer(session_id=session_id, message=payload))
-    await bounded(layer.send(channel, event), "channel layer")
+    await bounded(layer.send(channel, event), CHANNEL_LAYER)
     return True
 
 

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..core.stores import bounded
+from ..core.stores import CHANNEL_LAYER, bounded
 from ..protocol.credentials import CredentialWatches
 from ..protocol.settlement import ABORTED, RequestTable, aborted_response
 from ..sessions import SessionCache
@@ -41,8 +41,6 @@ from .tasks import TaskRunner
 __all__ = ["WorkerMessages"]
 
 logger = logging.getLogger("mcp_server.runtime")
-
-LAYER = "channel layer"
 
 
 class WorkerMessages:
@@ -143,7 +141,7 @@ class WorkerMessages:
         if self.layer is None:
             return False
         try:
-            await bounded(self.layer.group_send(WORKERS_GROUP, to_event(message)), LAYER)
+            await bounded(self.layer.group_send(WORKERS_GROUP, to_event(message)), CHANNEL_LAYER)
         except Exception:
             logger.exception("could not tell the other workers: %s", message.type)
             return False
@@ -151,4 +149,4 @@ class WorkerMessages:
 
     async def _send(self, channel: str, message: WorkerMessage) -> None:
         if self.layer is not None:
-            await bounded(self.layer.send(channel, to_event(message)), LAYER)
+            await bounded(self.layer.send(channel, to_event(message)), CHANNEL_LAYER)

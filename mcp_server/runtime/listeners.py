@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..core.stores import bounded
+from ..core.stores import CHANNEL_LAYER, bounded
 from ..protocol.listen import TASK_STATUS, Listener
 from ..protocol.settlement import PendingRequest
 from ..wire.messages import LISTEN_GROUP, ListenEvent
@@ -17,8 +17,6 @@ from ..wire.messages import LISTEN_GROUP, ListenEvent
 __all__ = ["ListenerTable"]
 
 logger = logging.getLogger("mcp_server.listen")
-
-LAYER = "channel layer"
 
 
 class ListenerTable:
@@ -58,7 +56,7 @@ class ListenerTable:
             if self._open or layer is None or not channel:
                 return
             try:
-                await bounded(layer.group_discard(LISTEN_GROUP, channel), LAYER)
+                await bounded(layer.group_discard(LISTEN_GROUP, channel), CHANNEL_LAYER)
             except Exception:
                 logger.debug("could not leave the listeners' group", exc_info=True)
 
@@ -70,7 +68,7 @@ class ListenerTable:
     async def _join(self) -> None:
         layer, channel = self._layer(), self._channel()
         if layer is not None and channel:
-            await bounded(layer.group_add(LISTEN_GROUP, channel), LAYER)
+            await bounded(layer.group_add(LISTEN_GROUP, channel), CHANNEL_LAYER)
 
     def deliver(self, event: ListenEvent) -> int:
         """Queue ``event`` on every open stream that asked for it; returns how many."""

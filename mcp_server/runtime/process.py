@@ -24,7 +24,7 @@ from channels.layers import get_channel_layer
 
 from ..conf import mcp_settings
 from ..core.records import LedgerRecord, request_key
-from ..core.stores import bounded, store_timeout
+from ..core.stores import CHANNEL_LAYER, bounded, store_timeout
 from ..ledger import Ledger, get_ledger
 from ..protocol.credentials import CredentialWatches
 from ..protocol.settlement import RequestTable
@@ -51,7 +51,6 @@ __all__ = ["Runtime", "get_runtime", "new_worker_id"]
 
 logger = logging.getLogger("mcp_server.runtime")
 
-LAYER = "channel layer"
 
 TASKS_GRACE = 2.0
 """Seconds :meth:`Runtime.aclose` waits for its cancelled background tasks."""
@@ -176,7 +175,7 @@ class Runtime(WorkerMessages):
         self._tasks.clear()
         if self.layer is not None and self.channel:
             try:
-                await bounded(self.layer.group_discard(WORKERS_GROUP, self.channel), LAYER)
+                await bounded(self.layer.group_discard(WORKERS_GROUP, self.channel), CHANNEL_LAYER)
             except Exception:
                 logger.debug("could not leave the workers group", exc_info=True)
         self._started = None
@@ -220,8 +219,10 @@ class Runtime(WorkerMessages):
         """Take a channel of this worker's own and join the workers' group; ``False`` if the layer failed."""
         try:
             if not self.channel:
-                self.channel = await bounded(layer.new_channel(), LAYER)  # default prefix: see admin_live
-            await bounded(layer.group_add(WORKERS_GROUP, self.channel), LAYER)
+                self.channel = await bounded(
+                    layer.new_channel(), CHANNEL_LAYER
+                )  # default prefix: see admin_live
+            await bounded(layer.group_add(WORKERS_GROUP, self.channel), CHANNEL_LAYER)
         except Exception as exc:
             logger.warning(
                 "channel layer unreachable, messages from other workers do not arrive yet: %r", exc

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from ..core.stores import bounded
+from ..core.stores import CHANNEL_LAYER, bounded
 from ..wire.messages import StreamWake, stream_group, to_event
 
 __all__ = ["POLL_INTERVAL", "StreamHub"]
@@ -25,8 +25,6 @@ logger = logging.getLogger("mcp_server.events")
 
 POLL_INTERVAL = 0.5
 """Seconds between two reads of the store by a resumed stream that was not woken."""
-
-LAYER = "channel layer"
 
 
 class StreamHub:
@@ -47,7 +45,7 @@ class StreamHub:
         layer, channel = self._layer(), self._channel()
         try:
             if first and layer is not None and channel:
-                await bounded(layer.group_add(stream_group(stream_id), channel), LAYER)
+                await bounded(layer.group_add(stream_group(stream_id), channel), CHANNEL_LAYER)
             yield woken
         finally:
             watchers.discard(woken)
@@ -55,7 +53,7 @@ class StreamHub:
                 del self._watchers[stream_id]
                 if layer is not None and channel:
                     try:
-                        await bounded(layer.group_discard(stream_group(stream_id), channel), LAYER)
+                        await bounded(layer.group_discard(stream_group(stream_id), channel), CHANNEL_LAYER)
                     except Exception:
                         logger.debug("could not leave the group of stream %s", stream_id, exc_info=True)
 
@@ -66,7 +64,9 @@ class StreamHub:
             self.deliver(StreamWake(stream_id))
             return
         try:
-            await bounded(layer.group_send(stream_group(stream_id), to_event(StreamWake(stream_id))), LAYER)
+            await bounded(
+                layer.group_send(stream_group(stream_id), to_event(StreamWake(stream_id))), CHANNEL_LAYER
+            )
         except Exception:  # the watchers poll the store all the same
             logger.warning("could not wake the resumed streams of %s", stream_id, exc_info=True)
             self.deliver(StreamWake(stream_id))
@@ -81,4 +81,4 @@ class StreamHub:
         if layer is None or not channel:
             return
         for stream_id in list(self._watchers):
-            await bounded(layer.group_add(stream_group(stream_id), channel), LAYER)
+            await bounded(layer.group_add(stream_group(stream_id), channel), CHANNEL_LAYER)

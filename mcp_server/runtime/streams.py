@@ -11,14 +11,12 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..core.stores import bounded
+from ..core.stores import CHANNEL_LAYER, bounded
 from ..wire.messages import session_group
 
 __all__ = ["SessionStreams", "StreamSink"]
 
 logger = logging.getLogger("mcp_server.runtime")
-
-LAYER = "channel layer"
 
 
 class StreamSink(Protocol):
@@ -49,7 +47,7 @@ class SessionStreams:
         layer, channel = self._layer(), self._channel()
         if first and layer is not None and channel:
             try:
-                await bounded(layer.group_add(session_group(session_id), channel), LAYER)
+                await bounded(layer.group_add(session_group(session_id), channel), CHANNEL_LAYER)
             except BaseException:  # StoreUnavailable: the transport refuses the stream (503)
                 sinks.discard(sink)
                 if not sinks:
@@ -68,7 +66,7 @@ class SessionStreams:
         layer, channel = self._layer(), self._channel()
         if layer is not None and channel:
             try:
-                await bounded(layer.group_discard(session_group(session_id), channel), LAYER)
+                await bounded(layer.group_discard(session_group(session_id), channel), CHANNEL_LAYER)
             except Exception:
                 logger.debug("could not leave the group of session %s", session_id, exc_info=True)
 
@@ -92,4 +90,4 @@ class SessionStreams:
         """Join the groups of the sessions held here again (a restarted channel layer forgot them)."""
         layer, channel = self._layer(), self._channel()
         for session_id in list(self._sinks):
-            await bounded(layer.group_add(session_group(session_id), channel), LAYER)
+            await bounded(layer.group_add(session_group(session_id), channel), CHANNEL_LAYER)

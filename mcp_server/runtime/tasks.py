@@ -16,7 +16,7 @@ from django.utils import timezone
 from ..conf import mcp_settings
 from ..core.context import Context
 from ..core.rounds import InputRequest, InputRequired, InputRounds
-from ..core.stores import bounded
+from ..core.stores import CHANNEL_LAYER, bounded
 from ..core.tasks import (
     CANCELLED,
     COMPLETED,
@@ -96,7 +96,7 @@ class TaskRunner:
         self._watching[task_id] = self._watching.get(task_id, 0) + 1
         if self._watching[task_id] == 1:
             try:
-                await bounded(self.layer.group_add(task_group(task_id), self._channel()), "channel layer")
+                await bounded(self.layer.group_add(task_group(task_id), self._channel()), CHANNEL_LAYER)
             except BaseException:
                 self._watching.pop(task_id, None)
                 raise
@@ -110,7 +110,7 @@ class TaskRunner:
             return
         self._watching.pop(task_id, None)
         if count == 0 and self.layer is not None and self._channel():
-            await bounded(self.layer.group_discard(task_group(task_id), self._channel()), "channel layer")
+            await bounded(self.layer.group_discard(task_group(task_id), self._channel()), CHANNEL_LAYER)
 
     async def heard(self, message: TaskStatus) -> None:
         """A status change arrived on this worker's channel: wake the task if it waits for answers here,
@@ -125,7 +125,7 @@ class TaskRunner:
             return
         try:
             event = to_event(TaskStatus(task_id=record.task_id, task=record.detailed()))
-            await bounded(self.layer.group_send(task_group(record.task_id), event), "channel layer")
+            await bounded(self.layer.group_send(task_group(record.task_id), event), CHANNEL_LAYER)
         except Exception:
             logger.warning("could not publish the status of task %s", record.task_id[:12], exc_info=True)
 

@@ -8,7 +8,7 @@ from typing import Any
 from channels.layers import get_channel_layer
 
 from ..conf import mcp_settings
-from ..core.stores import bounded
+from ..core.stores import CHANNEL_LAYER, bounded
 from ..wire.messages import LISTEN_GROUP, ListenEvent, StreamMessage, session_group, to_event
 
 __all__ = ["apublish_to_listeners", "asend_to_session", "session_group"]
@@ -19,7 +19,7 @@ async def asend_to_session(session_id: str, message: dict[str, Any]) -> None:
     layer = get_channel_layer(mcp_settings.CHANNEL_LAYER)
     if layer is not None:
         event = to_event(StreamMessage(session_id, message))
-        await bounded(layer.group_send(session_group(session_id), event), "channel layer")
+        await bounded(layer.group_send(session_group(session_id), event), CHANNEL_LAYER)
 
 
 async def apublish_to_listeners(event: ListenEvent) -> bool:
@@ -28,5 +28,5 @@ async def apublish_to_listeners(event: ListenEvent) -> bool:
     layer = get_channel_layer(mcp_settings.CHANNEL_LAYER)
     if layer is None:
         return False
-    await bounded(layer.group_send(LISTEN_GROUP, to_event(event)), "channel layer")
+    await bounded(layer.group_send(LISTEN_GROUP, to_event(event)), CHANNEL_LAYER)
     return True
