@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from django.core.checks import CheckMessage, Error, Warning
 from django.core.exceptions import ImproperlyConfigured
-from django.utils.module_loading import import_string
 
 from ..conf import DEFAULTS, MCPSettings
-from ..stores.loading import backend_path, load_backend
+from ..stores.events.base import EventStore
+from ..stores.loading import load_backend
 from ..stores.tasks.base import NO_CACHE_STORE, TaskStore
 from .base import mcp_check, seconds
 
@@ -37,16 +37,15 @@ def check_ledger_backend(conf: MCPSettings) -> list[CheckMessage]:
 
 @mcp_check
 def check_event_store(conf: MCPSettings) -> list[CheckMessage]:
-    """E020: ``EVENT_STORE_BACKEND`` cannot be imported; E021: a stream setting is out of range."""
+    """E020: ``EVENT_STORE_BACKEND`` does not import or is not an event store; E021: a stream setting is
+    out of range."""
     messages: list[CheckMessage] = []
-    try:
-        if not isinstance(conf.EVENT_STORE_BACKEND, str):
-            raise ImportError("not an import path")
-        import_string(backend_path("EVENT_STORE_BACKEND", conf.EVENT_STORE_BACKEND))
-    except ImportError as exc:
+    try:  # what get_event_store will do with it
+        load_backend("EVENT_STORE_BACKEND", conf.EVENT_STORE_BACKEND, EventStore)
+    except (ImportError, ImproperlyConfigured) as exc:
         messages.append(
             Error(
-                f"MCP_SERVER['EVENT_STORE_BACKEND'] {conf.EVENT_STORE_BACKEND!r} cannot be imported: {exc}",
+                f"MCP_SERVER['EVENT_STORE_BACKEND'] {conf.EVENT_STORE_BACKEND!r} cannot be used: {exc}",
                 hint="Use mcp_server.stores.events.database.DatabaseEventStore or "
                 "mcp_server.stores.events.cache.CacheEventStore.",
                 id="mcp_server.E020",
