@@ -132,11 +132,12 @@ async def _set_level(ctx: Context) -> dict[str, Any]:
 async def _complete(ctx: Context) -> dict[str, Any]:
     ref = ctx.params["ref"]
     key = f"{ref['type']}:{ref.get('name') or ref.get('uri')}"
-    handler = server_of(ctx).completions.get(key)
+    server = server_of(ctx)
+    handler = server.completions.get(key)
     target = (
-        server_of(ctx).prompts.get(str(ref.get("name")))
+        server.prompts.get(str(ref.get("name")))
         if ref["type"] == "ref/prompt"
-        else server_of(ctx).resources.get(str(ref.get("uri")))
+        else server.resources.get(str(ref.get("uri")))
     )
     if target is not None and not await ausable(target, ctx):
         handler = None

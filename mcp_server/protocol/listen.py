@@ -115,11 +115,12 @@ async def readable_subscriptions(ctx: Context, uris: Iterable[str]) -> list[str]
     wanted = list(uris)
     if not wanted:
         return []
-    readable = await usable_entries(list(server_of(ctx).resources.values()), ctx)
+    server = server_of(ctx)
+    readable = await usable_entries(list(server.resources.values()), ctx)
     ids = {id(entry) for entry in readable}
     kept = []
     for uri in wanted:
-        found = server_of(ctx).find_resource(uri)
+        found = server.find_resource(uri)
         if (found is not None and id(found[0]) in ids) or any(_lies_under(uri, e) for e in readable):
             kept.append(uri)
     return kept
