@@ -27,8 +27,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from channels.consumer import AsyncConsumer, get_handler_name
-from channels.exceptions import StopConsumer
+from channels.consumer import AsyncConsumer
 from django.contrib.auth.models import AnonymousUser
 from django.core.handlers.asgi import ASGIRequest
 
@@ -75,12 +74,11 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
     def __init__(self, server: MCPServer, runtime: Runtime | None = None) -> None:
         self.server = server
         self.runtime = runtime if runtime is not None else get_runtime()
-        self.body = bytearray()
-        self.finished = asyncio.Event()
         self.disconnected = False
         self.stream_session: str | None = None
         self.response_started = False
-        self.task: asyncio.Task[None] | None = None
+        self.task: asyncio.Task[Any] | None = None
+        """The task serving this exchange (what a shutdown waits for)."""
         self.stream_closed = asyncio.Event()
         self.user: Any = None
         self.auth: Any = None
@@ -97,24 +95,19 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             return
         await self.runtime.start()
         install_shutdown_hooks(self.runtime)
-        finished = asyncio.ensure_future(self.finished.wait())
+        body = await self._read_body(receive)
+        if body is None:
+            return
+        # Served in a task of its own: a server that kills its applications (Daphne, at its stop or once
+        # a client has been gone a while) must not cut short a response that the runtime's shutdown or a
+        # resumable stream's hand-over is still finishing. One more task waits for the client's going
+        # (which ends a GET stream and cancels a 2026-07-28 request).
+        self.task = serving = asyncio.ensure_future(self._serve(body))
+        watching = asyncio.ensure_future(self._watch_disconnect(receive))
         try:
-            while True:
-                incoming = asyncio.ensure_future(receive())
-                await asyncio.wait((incoming, finished), return_when=asyncio.FIRST_COMPLETED)
-                if not incoming.done():  # the response is complete: nothing more to read
-                    incoming.cancel()
-                    await self.mcp_finished({})
-                await self.dispatch(incoming.result())
-        except StopConsumer:
-            pass
+            await asyncio.shield(serving)
         finally:
-            finished.cancel()
-
-    async def dispatch(self, message: dict[str, Any]) -> None:
-        """Route an ASGI event to its handler (no per-message database housekeeping: see the module
-        docstring)."""
-        await getattr(self, get_handler_name(message))(message)
+            watching.cancel()
 
     async def send(self, message: dict[str, Any]) -> None:
         """Send to the client unless it has gone; a vanished client is not an error here."""
@@ -129,38 +122,39 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
 
     # -- ASGI events ---------------------------------------------------------------------------------
 
-    async def http_request(self, message: dict[str, Any]) -> None:
-        """Gather the body, refused (413) as soon as the bytes received pass ``MAX_REQUEST_BYTES``: nothing
-        more is read or kept. (A ``Content-Length`` over it is refused before the first read, in
-        ``__call__``; under Daphne, which reads a whole body before calling the application,
-        :mod:`~mcp_server.transports.body_limit` refuses both earlier still.)"""
-        if self.task is not None or self.finished.is_set():
-            return
-        chunk = message.get("body", b"")
-        if len(self.body) + len(chunk) > mcp_settings.MAX_REQUEST_BYTES:
-            self.body = bytearray()
-            await self._finish_with(self._problem(_too_large()))
-            return
-        self.body += chunk
-        if message.get("more_body"):
-            return
-        body, self.body = bytes(self.body), bytearray()
-        self.task = asyncio.create_task(self._serve(body))
-        self.task.add_done_callback(lambda _t: self.finished.set())
+    async def _read_body(self, receive: Receive) -> bytes | None:
+        """The whole body, or ``None`` when the client left first or the body passed ``MAX_REQUEST_BYTES``
+        (answered 413 as soon as the bytes received pass it: nothing more is read or kept). (A
+        ``Content-Length`` over it is refused before the first read, in ``__call__``; under Daphne, which
+        reads a whole body before calling the application, :mod:`~mcp_server.transports.body_limit`
+        refuses both earlier still.)"""
+        limit = mcp_settings.MAX_REQUEST_BYTES
+        gathered = bytearray()
+        while True:
+            message = await receive()
+            kind = message["type"]
+            if kind == "http.disconnect":
+                self.disconnected = True
+                return None
+            if kind != "http.request":
+                continue
+            chunk = message.get("body", b"")
+            if len(gathered) + len(chunk) > limit:
+                await self._problem(_too_large())
+                return None
+            if not message.get("more_body"):
+                return bytes(gathered + chunk) if gathered else bytes(chunk)
+            gathered += chunk
 
-    async def http_disconnect(self, message: dict[str, Any]) -> None:
-        """The client went away. A GET stream ends; a POST's requests still run to settlement."""
+    async def _watch_disconnect(self, receive: Receive) -> None:
+        """Wait for the client to go: a GET stream ends; a POST's requests still run to settlement, but
+        closing the response of a 2026-07-28 request is its cancellation."""
+        while (await receive())["type"] != "http.disconnect":
+            pass
         self.disconnected = True
         self.stream_closed.set()
-        if self.exchange is not None and self.exchange.sessionless:  # 2026-07-28: closing it cancels
+        if self.exchange is not None and self.exchange.sessionless:
             await self.exchange.cancel_open()
-        if self.task is None or self.finished.is_set():
-            await self._leave_stream()
-            raise StopConsumer()
-
-    async def mcp_finished(self, message: dict[str, Any]) -> None:
-        await self._leave_stream()
-        raise StopConsumer()
 
     # -- methods ---------------------------------------------------------------------------------------
 
@@ -409,10 +403,6 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         await self._problem(
             HTTPProblem(503, f"Service Unavailable: {message}", code=INTERNAL_ERROR, headers=retry)
         )
-
-    async def _finish_with(self, sending: Awaitable[None]) -> None:
-        await sending
-        self.finished.set()
 
 
 def _too_large() -> HTTPProblem:
