@@ -187,10 +187,14 @@ class _LazySettings:
         return self._cached
 
     def reset(self) -> None:
-        self._cached = None
+        self.__dict__.clear()  # the settings object and every value read from it
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.get(), name)
+        # Kept on the proxy once read, so that the next read is a plain attribute (the request path reads
+        # a dozen settings per call); ``reset`` forgets them all.
+        value = getattr(self.get(), name)
+        self.__dict__[name] = value
+        return value
 
 
 mcp_settings: MCPSettings = cast(MCPSettings, _LazySettings())

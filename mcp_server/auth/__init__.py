@@ -25,6 +25,7 @@ __all__ = [
     "BaseAuthentication",
     "Unauthorized",
     "authenticate_request",
+    "carries_credentials",
     "get_authenticators",
     "load_authenticator",
 ]
@@ -98,6 +99,12 @@ def _challenges(
     return out
 
 
+def carries_credentials(request: HttpRequest) -> bool:
+    """Whether any configured class may find credentials in ``request`` (see
+    :meth:`BaseAuthentication.has_credentials`): when none can, :func:`authenticate_request` asks no store."""
+    return any(authenticator.has_credentials(request) for authenticator in get_authenticators())
+
+
 async def authenticate_request(request: HttpRequest, *, resource_path: str = "/mcp") -> AuthResult:
     """``(user, auth)`` for the request, ``(AnonymousUser(), None)`` when anonymous access is allowed.
 
@@ -106,6 +113,8 @@ async def authenticate_request(request: HttpRequest, *, resource_path: str = "/m
     """
     authenticators = get_authenticators()
     for authenticator in authenticators:
+        if not authenticator.has_credentials(request):
+            continue
         try:
             result = await authenticator.authenticate(request)
         except AuthenticationFailed as failure:

@@ -38,6 +38,12 @@ class BaseAuthentication:
         """Return ``(user, auth)`` for credentials of this class's kind, ``None`` when there are none."""
         raise NotImplementedError(f"{type(self).__name__}.authenticate() must be overridden")
 
+    def has_credentials(self, request: HttpRequest) -> bool:
+        """Whether ``request`` may carry credentials of this class's kind, read from the request alone (no
+        store asked). ``False`` lets the request path skip :meth:`authenticate`, and the bound on the
+        stores around it, for a request that carries none. The default, ``True``, always asks."""
+        return True
+
     def authenticate_header(self, request: HttpRequest) -> str | None:
         """The ``WWW-Authenticate`` challenge of a 401 (e.g. ``'Bearer realm="mcp"'``), or ``None``."""
         return None

@@ -23,6 +23,11 @@ class SessionAuthentication(BaseAuthentication):
     without a CORS preflight, which it does not answer), and ``Origin`` is checked against the allowlist.
     """
 
+    def has_credentials(self, request: HttpRequest) -> bool:
+        """Only with a user in the ASGI scope (Channels' ``AuthMiddlewareStack``) or a session cookie."""
+        scope = getattr(request, "scope", {}) or {}
+        return scope.get("user") is not None or settings.SESSION_COOKIE_NAME in request.COOKIES
+
     async def authenticate(self, request: HttpRequest) -> AuthResult | None:
         scope = getattr(request, "scope", {}) or {}
         user: Any = scope.get("user")

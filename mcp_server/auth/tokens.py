@@ -36,6 +36,10 @@ class TokenAuthentication(BaseAuthentication):
 
     realm = "mcp"
 
+    def has_credentials(self, request: HttpRequest) -> bool:
+        """Only with an ``Authorization`` header (a malformed one is refused by :meth:`authenticate`)."""
+        return "HTTP_AUTHORIZATION" in request.META
+
     async def authenticate(self, request: HttpRequest) -> AuthResult | None:
         from .models import AccessToken, hash_token
 

@@ -46,6 +46,10 @@ class OAuthTokenAuthentication(BaseAuthentication):
 
     realm = "mcp"
 
+    def has_credentials(self, request: HttpRequest) -> bool:
+        """Only with an ``Authorization`` header."""
+        return "HTTP_AUTHORIZATION" in request.META
+
     async def authenticate(self, request: HttpRequest) -> AuthResult | None:
         plain = bearer_token(request)
         if plain is None or plain.startswith(TOKEN_PREFIX):

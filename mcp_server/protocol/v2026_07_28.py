@@ -8,8 +8,10 @@ The transports decide the era and hand the request here; what is left is shared 
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from mcp_types.methods import serialize_server_result
@@ -21,6 +23,7 @@ from ..registry.server import server_of
 from ..sessions import refuse_large_metadata
 from ..wire.errors import INVALID_PARAMS, JSONRPCError
 from ..wire.jsonrpc import JSONRPCRequest, error_response
+from ..wire.shapes import is_plain_text_result
 from ..wire.v2026_07_28 import (
     CACHEABLE_METHODS,
     CLIENT_CAPABILITIES_KEY,
@@ -135,10 +138,26 @@ def _hints(ctx: Context) -> dict[str, Any]:
     return {"ttlMs": ttl, "cacheScope": scope}
 
 
+@lru_cache(maxsize=16)
+def _server_info_passes(version: str, info: str) -> bool:
+    """Whether a result carrying this ``serverInfo`` (JSON) comes out of the revision's schema unchanged
+    (checked once per server info and revision; a result that is more than text blocks is always shaped
+    by the schema)."""
+    shaped = {"content": [], "resultType": "complete", "_meta": {SERVER_INFO_KEY: json.loads(info)}}
+    try:
+        return serialize_server_result("tools/call", version, shaped) == shaped
+    except (KeyError, ValueError):
+        return False
+
+
 def finish_result(ctx: Context, result: dict[str, Any]) -> dict[str, Any]:
     """A handler's result as the 2026 wire carries it: ``resultType`` (``complete`` unless the handler set
     one), caching hints on cacheable methods, ``serverInfo`` in ``_meta``; a ``complete`` result of a core
     method is shaped by the 2026 schema, any other (``input_required``, ``task``) is left as it is."""
+    if ctx.method == "tools/call" and is_plain_text_result(result):
+        info = server_info(server_of(ctx))
+        if _server_info_passes(ctx.session.protocol_version, json.dumps(info, sort_keys=True)):
+            return {**result, "resultType": "complete", "_meta": {SERVER_INFO_KEY: info}}
     out = dict(result)
     out.setdefault("resultType", "complete")
     meta = dict(out.get("_meta") or {})

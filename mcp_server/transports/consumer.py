@@ -31,7 +31,7 @@ from channels.consumer import AsyncConsumer
 from django.contrib.auth.models import AnonymousUser
 from django.core.handlers.asgi import ASGIRequest
 
-from ..auth import Unauthorized, authenticate_request
+from ..auth import Unauthorized, authenticate_request, carries_credentials
 from ..conf import mcp_settings
 from ..core.context import SessionState
 from ..core.stores import StoreUnavailable, bounded, is_unavailable
@@ -204,10 +204,12 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
     async def _authenticate(self, request: ASGIRequest) -> None:
         """Who is calling (``self.user``, ``self.auth``); 401 with ``WWW-Authenticate`` when refused."""
         resource_path = self.scope.get("path", "/mcp").rstrip("/") or "/"
+        authenticating = authenticate_request(request, resource_path=resource_path)
         try:
-            self.user, self.auth = await bounded(
-                authenticate_request(request, resource_path=resource_path), "database"
-            )
+            if carries_credentials(request):
+                self.user, self.auth = await bounded(authenticating, "database")
+            else:  # no class has anything to look up: no store is asked, so none is waited for
+                self.user, self.auth = await authenticating
         except Unauthorized as exc:
             challenges = [header("www-authenticate", c) for c in exc.challenges]
             raise HTTPProblem(401, exc.message, headers=challenges) from exc

@@ -19,6 +19,7 @@ from mcp_types.jsonrpc import (
 from pydantic import ValidationError
 
 from .errors import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, JSONRPCError
+from .shapes import is_plain_request
 
 __all__ = [
     "MAX_INT_ID",
@@ -167,6 +168,11 @@ def parse_message(obj: Any) -> IncomingMessage:
     """
     if not isinstance(obj, dict):
         raise JSONRPCError(INVALID_REQUEST, "Invalid request: a JSON-RPC message must be an object")
+    if is_plain_request(obj):  # what the model would accept as it is: built without running it
+        problem = id_problem(obj["id"]) or method_problem(obj["method"])
+        if problem is not None:
+            raise JSONRPCError(INVALID_REQUEST, f"Invalid request: {problem}")
+        return JSONRPCRequest.model_construct(**obj)
     if "method" in obj and "id" in obj and (problem := id_problem(obj["id"])) is not None:
         raise JSONRPCError(INVALID_REQUEST, f"Invalid request: {problem}")
     if "method" in obj and "id" not in obj and ("result" in obj or "error" in obj):

@@ -1,0 +1,54 @@
+"""Shapes that every revision's schema accepts exactly as they are, recognised without pydantic.
+
+The request path validates what a client sends and shapes what a handler returns with the ``mcp-types``
+models. For the commonest messages that work gives back what it was given: a request envelope of plain
+JSON types, a tool result of text blocks. These tests recognise them in a few dictionary lookups, so that
+the models run only for everything else (``tests/wire/test_shapes.py`` holds each fast answer to the
+model's).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["is_plain_request", "is_plain_text_result"]
+
+_TEXT_BLOCK_KEYS = frozenset({"type", "text"})
+_RESULT_KEYS = frozenset({"content", "isError"})
+_REQUEST_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
+
+
+def is_plain_text_result(result: dict[str, Any], extra_keys: frozenset[str] = frozenset()) -> bool:
+    """Whether ``result`` is a ``CallToolResult`` of text blocks only (``{"type": "text", "text": str}``)
+    with at most ``isError`` (a bool) beside its ``content``, and the names in ``extra_keys``, which the
+    caller vouches for: what ``serialize_server_result`` returns unchanged in every revision."""
+    for key in result:
+        if key not in _RESULT_KEYS and key not in extra_keys:
+            return False
+    content = result.get("content")
+    if type(content) is not list:
+        return False
+    if "isError" in result and type(result["isError"]) is not bool:
+        return False
+    for block in content:
+        if type(block) is not dict or block.keys() != _TEXT_BLOCK_KEYS:
+            return False
+        if block["type"] != "text" or type(block["text"]) is not str:
+            return False
+    return True
+
+
+def is_plain_request(obj: dict[str, Any]) -> bool:
+    """Whether ``obj`` is a JSON-RPC 2.0 request of the plainest shape (``jsonrpc``, an ``int`` or ``str``
+    id, a ``str`` method, ``params`` an object or absent, nothing else) whose envelope the model would
+    accept as it is. The id and method are still checked for what this server refuses (NUL, surrogates,
+    range) by the caller."""
+    if obj.get("jsonrpc") != "2.0" or "method" not in obj or "id" not in obj:
+        return False
+    for key in obj:
+        if key not in _REQUEST_KEYS:
+            return False
+    if type(obj["method"]) is not str or type(obj["id"]) not in (int, str):
+        return False
+    params = obj.get("params", {})
+    return type(params) is dict
