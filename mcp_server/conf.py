@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from django.conf import settings
@@ -11,7 +12,16 @@ from django.dispatch import receiver
 
 from .wire.v2026_07_28 import CACHEABLE_METHODS
 
-__all__ = ["DEFAULTS", "LOCAL_HOSTS", "MCPSettings", "allowed_hosts", "mcp_settings"]
+__all__ = [
+    "DEFAULTS",
+    "DJANGO_SETTINGS_READ",
+    "LOCAL_HOSTS",
+    "MCPSettings",
+    "allowed_hosts",
+    "django_setting",
+    "mcp_settings",
+    "now",
+]
 
 DEFAULTS: dict[str, Any] = {
     "SERVER_NAME": "django-mcp",
@@ -189,6 +199,16 @@ class _LazySettings:
     def reset(self) -> None:
         self.__dict__.clear()  # the settings object and every value read from it
 
+    def django(self, name: str) -> Any:
+        """``django.conf.settings.<name>``, kept like the package's own values (forgotten on a change of
+        one of :data:`DJANGO_SETTINGS_READ`)."""
+        key = "django:" + name
+        try:
+            return self.__dict__[key]
+        except KeyError:
+            value = self.__dict__[key] = getattr(settings, name)
+            return value
+
     def __getattr__(self, name: str) -> Any:
         # Kept on the proxy once read, so that the next read is a plain attribute (the request path reads
         # a dozen settings per call); ``reset`` forgets them all.
@@ -205,16 +225,31 @@ LOCAL_HOSTS = [".localhost", "localhost", "127.0.0.1", "[::1]"]
 """The hosts a ``DEBUG`` site allows when no host is configured."""
 
 
+def django_setting(name: str) -> Any:
+    """One of Django's settings (one of :data:`DJANGO_SETTINGS_READ`), read once per change: the request
+    path reads a few on every call, and each read through ``django.conf.settings`` costs a lazy lookup."""
+    return cast(_LazySettings, mcp_settings).django(name)
+
+
+def now() -> datetime:
+    """``django.utils.timezone.now()``, with ``USE_TZ`` read once per change."""
+    return datetime.now(UTC) if django_setting("USE_TZ") else datetime.now()
+
+
 def allowed_hosts() -> list[str]:
     """``MCP_SERVER["ALLOWED_HOSTS"]``, else Django's ``ALLOWED_HOSTS``, with localhost under ``DEBUG``."""
     configured = mcp_settings.ALLOWED_HOSTS
-    hosts = list(configured if configured is not None else settings.ALLOWED_HOSTS)
-    if settings.DEBUG and not hosts:
+    hosts = list(configured if configured is not None else django_setting("ALLOWED_HOSTS"))
+    if django_setting("DEBUG") and not hosts:
         hosts = LOCAL_HOSTS
     return hosts
 
 
+DJANGO_SETTINGS_READ = frozenset({"ALLOWED_HOSTS", "DEBUG", "USE_TZ", "SESSION_COOKIE_NAME"})
+"""The Django settings :func:`django_setting` keeps (a change of any, or of ``MCP_SERVER``, forgets all)."""
+
+
 @receiver(setting_changed)
 def _reset_on_change(*, setting: str, **kwargs: Any) -> None:
-    if setting in {"MCP_SERVER", "DEBUG", "ALLOWED_HOSTS"}:
+    if setting == "MCP_SERVER" or setting in DJANGO_SETTINGS_READ:
         cast(_LazySettings, mcp_settings).reset()

@@ -28,6 +28,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from .conf import mcp_settings
+from .conf import now as clock_now
 from .core.context import SessionState
 from .core.stores import StoreUnavailable, bounded
 from .models import Session
@@ -270,7 +271,7 @@ class SessionCache:
     async def aget_active(self, session_id: str, server: str) -> CachedSession | None:
         """The live session with that id served by ``server``, or ``None`` if unknown, ended or idle too long
         (an idle one is ended here)."""
-        now = timezone.now()
+        now = clock_now()
         idle = mcp_settings.SESSION_IDLE_TIMEOUT
         cached = self._entries.get(session_id)
         if (

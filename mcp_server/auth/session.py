@@ -9,6 +9,7 @@ from django.conf import settings
 from django.contrib.auth import aget_user
 from django.http import HttpRequest
 
+from ..conf import django_setting
 from .base import AuthResult, BaseAuthentication
 
 __all__ = ["SessionAuthentication"]
@@ -26,7 +27,7 @@ class SessionAuthentication(BaseAuthentication):
     def has_credentials(self, request: HttpRequest) -> bool:
         """Only with a user in the ASGI scope (Channels' ``AuthMiddlewareStack``) or a session cookie."""
         scope = getattr(request, "scope", {}) or {}
-        return scope.get("user") is not None or settings.SESSION_COOKIE_NAME in request.COOKIES
+        return scope.get("user") is not None or django_setting("SESSION_COOKIE_NAME") in request.COOKIES
 
     async def authenticate(self, request: HttpRequest) -> AuthResult | None:
         scope = getattr(request, "scope", {}) or {}

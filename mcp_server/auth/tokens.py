@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.http import HttpRequest
-from django.utils import timezone
 
+from ..conf import now as clock_now
 from .base import AuthenticationFailed, AuthResult, BaseAuthentication
 
 __all__ = ["TokenAuthentication", "bearer_token"]
@@ -47,7 +47,7 @@ class TokenAuthentication(BaseAuthentication):
         if plain is None:
             return None
         token = await AccessToken.objects.select_related("user").filter(key_hash=hash_token(plain)).afirst()
-        now = timezone.now()
+        now = clock_now()
         if token is None:
             raise AuthenticationFailed("Unknown token")
         if token.is_revoked:

@@ -138,6 +138,13 @@ class LedgerRecord:
         """The JSON-RPC id, with its original type."""
         return id_of_key(self.request_key, self.long_id)
 
+    def snapshot(self) -> LedgerRecord:
+        """A shallow copy, as ``dataclasses.replace(self)`` makes it but without running ``__init__``: what
+        a batch writes while the live record may change under it."""
+        twin = object.__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        return twin
+
 
 def id_of_key(key: str, long_id: str = "") -> str | int:
     """The JSON-RPC id a stored ``key`` names (``long_id``: the whole id of a hashed key)."""

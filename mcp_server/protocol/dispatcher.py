@@ -17,7 +17,7 @@ from ..registry.access import REQUIRED_SCOPE_KEY, ausable, listed_entries
 from ..registry.server import server_of
 from ..registry.signature import call_handler
 from ..wire.errors import INVALID_PARAMS, METHOD_NOT_FOUND, JSONRPCError, ResourceNotFound
-from ..wire.shapes import is_plain_text_result
+from ..wire.shapes import is_plain_text_result, keeps_structured_content
 from ..wire.v2026_07_28 import BUILTIN_METHODS, TASK_METHODS
 from .listen import listen
 from .pagination import paginate
@@ -211,7 +211,10 @@ async def dispatch(ctx: Context) -> dict[str, Any] | None:
         assert result is not None
         if ctx.sessionless:
             return finish_result(ctx, result)
-        if ctx.method == "tools/call" and is_plain_text_result(result):  # shaped as every revision says
+        version = ctx.session.protocol_version
+        if ctx.method == "tools/call" and is_plain_text_result(  # already shaped as the revision says
+            result, structured=keeps_structured_content(version)
+        ):
             return result
         try:
             return serialize_server_result(ctx.method, ctx.session.protocol_version, result)

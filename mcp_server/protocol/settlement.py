@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
 
-from django.utils import timezone
-
+from ..conf import now as clock_now
 from ..core.records import (
     CLIENT_LENGTH,
     NAME_LENGTH,
@@ -227,7 +226,7 @@ class RequestTable:
         oauth_client: tuple[str, str],
     ) -> LedgerRecord:
         """The ledger record of an arriving request, each text cut to what its column holds."""
-        now = timezone.now()
+        now = clock_now()
         return LedgerRecord(
             session_id=session_id,
             request_key=key,
@@ -350,7 +349,7 @@ class RequestTable:
             entry.task.cancel()
         record = entry.record
         record.outcome = outcome_of(response)
-        record.settled_at = timezone.now()
+        record.settled_at = clock_now()
         record.state = state
         try:
             await entry.deliver(entry, response)

@@ -23,7 +23,7 @@ from ..registry.server import server_of
 from ..sessions import refuse_large_metadata
 from ..wire.errors import INVALID_PARAMS, JSONRPCError
 from ..wire.jsonrpc import JSONRPCRequest, error_response
-from ..wire.shapes import is_plain_text_result
+from ..wire.shapes import is_plain_text_result, keeps_structured_content
 from ..wire.v2026_07_28 import (
     CACHEABLE_METHODS,
     CLIENT_CAPABILITIES_KEY,
@@ -154,7 +154,10 @@ def finish_result(ctx: Context, result: dict[str, Any]) -> dict[str, Any]:
     """A handler's result as the 2026 wire carries it: ``resultType`` (``complete`` unless the handler set
     one), caching hints on cacheable methods, ``serverInfo`` in ``_meta``; a ``complete`` result of a core
     method is shaped by the 2026 schema, any other (``input_required``, ``task``) is left as it is."""
-    if ctx.method == "tools/call" and is_plain_text_result(result):
+    version = ctx.session.protocol_version
+    if ctx.method == "tools/call" and is_plain_text_result(
+        result, structured=keeps_structured_content(version)
+    ):
         info = server_info(server_of(ctx))
         if _server_info_passes(ctx.session.protocol_version, json.dumps(info, sort_keys=True)):
             return {**result, "resultType": "complete", "_meta": {SERVER_INFO_KEY: info}}

@@ -35,8 +35,8 @@ from datetime import datetime
 from typing import Any
 
 from django.db import close_old_connections, transaction
-from django.utils import timezone
 
+from ..conf import now as clock_now
 from ..core.records import DuplicateRequest, LedgerRecord, make_storable
 from ..core.states import State
 from ..core.stores import StoreUnavailable, is_unavailable, store_timeout
@@ -249,10 +249,10 @@ class LedgerWriter(BatchLoop):
     # -- batches ---------------------------------------------------------------------------------------------
 
     async def _write_batch(self, inserts: list[LedgerRecord], updates: list[LedgerRecord]) -> None:
-        snapshots = [dataclasses.replace(r) for r in inserts]
+        snapshots = [r.snapshot() for r in inserts]
         try:
             keys = [id(r) for r in inserts]
-            refused = await self._write(snapshots, [dataclasses.replace(r) for r in updates], keys)
+            refused = await self._write(snapshots, [r.snapshot() for r in updates], keys)
         except Exception as exc:
             if is_unavailable(exc):
                 self._requeue(inserts, updates, exc)
@@ -294,11 +294,11 @@ class LedgerWriter(BatchLoop):
 
     async def _write_alone(self, record: LedgerRecord, is_insert: bool) -> None:
         if is_insert:
-            snapshot = dataclasses.replace(record)
+            snapshot = record.snapshot()
             refused = await self._write([snapshot], [], [id(record)])
             await self._inserted([record], [snapshot], refused)
         else:
-            await self._write([], [dataclasses.replace(record)])
+            await self._write([], [record.snapshot()])
 
     def _requeue(
         self, inserts: list[LedgerRecord], updates: list[LedgerRecord], exc: Exception | None
@@ -357,7 +357,7 @@ class LedgerWriter(BatchLoop):
         self, inserts: list[LedgerRecord], updates: list[LedgerRecord], keys: list[int] | None = None
     ) -> list[LedgerRecord]:
         close_old_connections()  # this thread's connection: drop it if it broke or outlived CONN_MAX_AGE
-        now = timezone.now()
+        now = clock_now()
         for record in inserts:  # a row written late (a store that was down) starts with a full lease
             if record.state == State.PENDING and record.created and record.lease_expires:
                 record.lease_expires = max(

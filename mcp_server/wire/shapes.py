@@ -9,21 +9,32 @@ model's).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
-__all__ = ["is_plain_request", "is_plain_text_result"]
+from mcp_types.methods import serialize_server_result
+
+__all__ = ["is_plain_request", "is_plain_text_result", "keeps_structured_content"]
 
 _TEXT_BLOCK_KEYS = frozenset({"type", "text"})
 _RESULT_KEYS = frozenset({"content", "isError"})
 _REQUEST_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 
 
-def is_plain_text_result(result: dict[str, Any], extra_keys: frozenset[str] = frozenset()) -> bool:
+def is_plain_text_result(
+    result: dict[str, Any], extra_keys: frozenset[str] = frozenset(), *, structured: bool = False
+) -> bool:
     """Whether ``result`` is a ``CallToolResult`` of text blocks only (``{"type": "text", "text": str}``)
     with at most ``isError`` (a bool) beside its ``content``, and the names in ``extra_keys``, which the
-    caller vouches for: what ``serialize_server_result`` returns unchanged in every revision."""
+    caller vouches for: what ``serialize_server_result`` returns unchanged in every revision.
+
+    ``structured``: a ``structuredContent`` object is allowed too. Only for a revision that has the field,
+    and a result whose structured value is made of JSON types already (as ``Tool.call`` builds it: dumped
+    in pydantic's JSON mode)."""
     for key in result:
-        if key not in _RESULT_KEYS and key not in extra_keys:
+        if key in _RESULT_KEYS or key in extra_keys:
+            continue
+        if key != "structuredContent" or not structured or type(result[key]) is not dict:
             return False
     content = result.get("content")
     if type(content) is not list:
@@ -52,3 +63,16 @@ def is_plain_request(obj: dict[str, Any]) -> bool:
         return False
     params = obj.get("params", {})
     return type(params) is dict
+
+
+@lru_cache(maxsize=16)
+def keeps_structured_content(version: str) -> bool:
+    """Whether revision ``version``'s ``CallToolResult`` has ``structuredContent`` (asked of its schema once;
+    older revisions drop the field)."""
+    shaped = {"content": [], "structuredContent": {"result": "x"}}
+    if version >= "2026":
+        shaped["resultType"] = "complete"
+    try:
+        return "structuredContent" in serialize_server_result("tools/call", version, shaped)
+    except (KeyError, ValueError):
+        return False

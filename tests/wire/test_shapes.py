@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from mcp_server.wire.errors import JSONRPCError
 from mcp_server.wire.jsonrpc import parse_message
-from mcp_server.wire.shapes import is_plain_request, is_plain_text_result
+from mcp_server.wire.shapes import is_plain_request, is_plain_text_result, keeps_structured_content
 from mcp_server.wire.versions import SUPPORTED_VERSIONS
 
 PLAIN_RESULTS: list[dict[str, Any]] = [
@@ -118,3 +118,23 @@ def test_a_near_miss_is_left_to_the_model_and_refused_or_read_the_same(obj: dict
         return
     if kind == "message":
         assert value == model.model_dump(exclude_unset=True)
+
+
+STRUCTURED = {"content": [{"type": "text", "text": "x"}], "structuredContent": {"result": ["x", 1, None]}}
+
+
+@pytest.mark.parametrize("version", _handshake_versions())
+def test_structured_content_is_let_through_only_where_the_revision_keeps_it(version: str) -> None:
+    kept = keeps_structured_content(version)
+    assert is_plain_text_result(STRUCTURED, structured=kept) == kept
+    assert not is_plain_text_result(STRUCTURED)
+    if kept:
+        assert serialize_server_result("tools/call", version, STRUCTURED) == STRUCTURED
+
+
+def test_structured_content_must_be_an_object() -> None:
+    assert not is_plain_text_result({"content": [], "structuredContent": ["x"]}, structured=True)
+
+
+def test_an_unknown_revision_keeps_nothing() -> None:
+    assert not keeps_structured_content("1999-01-01")
