@@ -127,6 +127,8 @@ async def usable_entries(entries: Sequence[H], ctx: Context) -> list[H]:
     auth = _auth_of(ctx)
     if all(e.permission is None for e in entries):
         scopes = token_scopes(auth)
+        if scopes is None:  # nothing restricts: no key to build
+            return list(entries)
         return [e for e in entries if scopes_allow(scopes, scope_key(e))]
     result: list[H] = await call_handler(_filter, entries, ctx.user, auth)
     return result
@@ -134,6 +136,9 @@ async def usable_entries(entries: Sequence[H], ctx: Context) -> list[H]:
 
 async def ausable(entry: RegisteredHandler, ctx: Context) -> bool:
     """Async :func:`usable` for the request ``ctx`` serves."""
+    if entry.permission is None:  # the scopes alone decide: no worker thread
+        scopes = token_scopes(_auth_of(ctx))
+        return scopes is None or scopes_allow(scopes, scope_key(entry))
     return bool(await usable_entries([entry], ctx))
 
 

@@ -140,6 +140,11 @@ class Runtime(WorkerMessages):
 
     # -- life cycle ------------------------------------------------------------------------------------------
 
+    def is_started(self) -> bool:
+        """Whether :meth:`start` has finished on the running loop (the request path's test: no coroutine)."""
+        starting = self._starting
+        return self._started is asyncio.get_running_loop() and starting is not None and starting.done()
+
     async def start(self) -> None:
         """Join the channel layer and start the background tasks (once per event loop; cheap after that)."""
         loop = asyncio.get_running_loop()

@@ -93,8 +93,9 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         if _declared_length(scope) > mcp_settings.MAX_REQUEST_BYTES:  # refused before any of it is read
             await self._problem(_too_large())
             return
-        await self.runtime.start()
-        install_shutdown_hooks(self.runtime)
+        if not (self.runtime.is_started() and self.runtime.shutdown_hooked):
+            await self.runtime.start()
+            install_shutdown_hooks(self.runtime)
         body = await self._read_body(receive)
         if body is None:
             return

@@ -36,6 +36,7 @@ from ..wire.errors import INSUFFICIENT_SCOPE, INVALID_REQUEST, JSONRPCError
 from ..wire.jsonrpc import IncomingMessage, JSONRPCRequest, encode_message, encode_reply, error_response
 from ..wire.v2026_07_28 import http_status
 from . import sse
+from .inbox import Inbox
 from .resumable import EventLog
 from .rules import HTTPProblem
 
@@ -129,7 +130,7 @@ class PostExchange:
         self.entries: list[PendingRequest] = []
         self.keys: list[str] = []
         """The stored ids of the requests this POST started (a stream's rows in the event store)."""
-        self.queue: asyncio.Queue[tuple[str, bytes, str]] = asyncio.Queue()
+        self.queue: Inbox[tuple[str, bytes, str]] = Inbox()
         """``("reply", bytes, key)`` a response, ``("message", bytes, "")`` a notification or a
         server-to-client request (in ``auto`` mode the first one turns the response into a stream),
         ``("settled", b"", "")``, ``("poll", b"", "")`` close the stream now so that the client polls."""

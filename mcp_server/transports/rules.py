@@ -100,18 +100,27 @@ def check_origin_and_host(headers: Headers) -> None:
         raise HTTPProblem(403, "Origin 'null' is not allowed")
 
 
-def _media_types(accept: str) -> set[str]:
-    return {part.split(";")[0].strip().lower() for part in accept.split(",") if part.strip()}
+def _media_types(accept: str) -> frozenset[str]:
+    return frozenset(part.split(";")[0].strip().lower() for part in accept.split(",") if part.strip())
 
 
-def accepts(headers: Headers, *wanted: str) -> bool:
-    """Whether ``Accept`` lists every media type in ``wanted`` (wildcards count)."""
-    types = _media_types(headers.get("accept", ""))
+@lru_cache(maxsize=64)
+def _accepts(accept: str, wanted: tuple[str, ...]) -> bool:
+    types = _media_types(accept)
     for media in wanted:
         major = media.split("/")[0]
         if not types & {media, f"{major}/*", "*/*"}:
             return False
     return True
+
+
+def accepts(headers: Headers, *wanted: str) -> bool:
+    """Whether ``Accept`` lists every media type in ``wanted`` (wildcards count; each ``Accept`` value is
+    read once: clients send the same few)."""
+    accept = headers.get("accept", "")
+    if len(accept) > 512:  # not worth keeping
+        return _accepts.__wrapped__(accept, wanted)
+    return _accepts(accept, wanted)
 
 
 def is_json_content_type(headers: Headers) -> bool:
