@@ -6,9 +6,17 @@ Starts the SDK's streamable-HTTP server (``bench/sdk_server.py``) and this proje
 first; the figures are the median over rounds. CPU time per request is the server process's user + system
 time over the run divided by its requests: the steadier figure on a shared machine.
 
-    .venv/bin/python bench/compare.py                         # the default comparisons
+The rows (``bench/rows.py``; ``--only`` takes their names): ``c16`` (tools/call, 2025-11-25 sessions, ``auto``
+vs SDK JSON), ``c16-2026`` (the same as 2026-07-28 requests: no handshake, the revision in each request's
+``_meta`` and headers), ``json`` and ``sse`` (those modes vs the SDK's), ``c1`` (one connection: p50),
+``handshake`` (``initialize`` + ``notifications/initialized`` per second at c8) and ``memory`` (RSS growth of
+a fresh server process of each after ``--sessions`` sessions opened and left open). Then a summary of every
+ratio next to the performance issue's target for it (``--markdown``: also the README's table).
+
+    .venv/bin/python bench/compare.py                         # every row
     .venv/bin/python bench/compare.py --postgres --redis      # this project on PostgreSQL + Redis
-    .venv/bin/python bench/compare.py --only c16 --rounds 5 --requests 4000
+    .venv/bin/python bench/compare.py --only c16,c16-2026 --rounds 5 --requests 4000
+    .venv/bin/python bench/compare.py --only memory --sessions 2000
     .venv/bin/python bench/compare.py --otel                  # this project without OTel, API only, SDK
 
 Then a guarantee run against this project (1 call in 10 slow and cancelled): sent, answered, cancelled,
@@ -25,13 +33,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.rows import ROWS, Figures, Outcome, Row, print_markdown, print_outcome, print_summary  # noqa: E402
 from tests.support.live import free_port, migrated_template, stop_process, wait_for_port  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -50,6 +59,13 @@ class Server:
     def cpu_seconds(self) -> float:
         fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
+
+    def rss_mib(self) -> float:
+        """The process's resident set (``VmRSS``), in MiB."""
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        raise RuntimeError(f"no VmRSS for process {self.process.pid}")
 
 
 def start(label: str, app: str, env: dict[str, str], asgi_server: str, log: Path) -> Server:
@@ -96,58 +112,51 @@ def ours_env(
     return env
 
 
-def load(server: Server, concurrency: int, requests: int, bearer: str | None = None) -> dict[str, Any]:
+def load(
+    server: Server,
+    concurrency: int,
+    requests: int,
+    bearer: str | None = None,
+    era: str = "2025",
+    handshakes: bool = False,
+) -> dict[str, Any]:
+    """One ``bench/loadgen.py`` run against ``server``, and the server's CPU time per request over it."""
     cpu_before = server.cpu_seconds()
     command = [sys.executable, str(ROOT / "bench" / "loadgen.py"), "--url", server.url]
-    command += ["--concurrency", str(concurrency), "--requests", str(requests)]
+    command += ["--concurrency", str(concurrency), "--requests", str(requests), "--era", era]
     command += ["--bearer", bearer] if bearer else []
-    done = subprocess.run(
-        command,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    command += ["--handshakes"] if handshakes else []
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True)
     figures: dict[str, Any] = json.loads(done.stdout)
     figures["cpu_ms"] = (server.cpu_seconds() - cpu_before) * 1000 / requests
+    figures["bad"] = sum(figures[k] for k in ("missing", "duplicated", "http_errors", "rpc_errors"))
     return figures
 
 
 def compare(
-    servers: list[Server], concurrency: int, requests: int, rounds: int
+    servers: list[Server],
+    concurrency: int,
+    requests: int,
+    rounds: int,
+    era: str = "2025",
+    handshakes: bool = False,
 ) -> dict[str, dict[str, float]]:
     """Median figures of each server over ``rounds`` rounds (after one warm-up each), the order of the
     servers rotating from one round to the next."""
     for server in servers:
-        load(server, concurrency, max(200, requests // 5))
+        load(server, concurrency, max(200, requests // 5), era=era, handshakes=handshakes)
     runs: dict[str, list[dict[str, Any]]] = {server.label: [] for server in servers}
     for n in range(rounds):
         shift = n % len(servers)
         for server in servers[shift:] + servers[:shift]:
-            runs[server.label].append(load(server, concurrency, requests))
+            runs[server.label].append(load(server, concurrency, requests, era=era, handshakes=handshakes))
     summary: dict[str, dict[str, float]] = {}
     for label, results in runs.items():
         summary[label] = {
             key: statistics.median(r[key] for r in results) for key in ("rps", "p50", "p99", "cpu_ms")
         }
-        summary[label]["bad"] = sum(r["missing"] + r["duplicated"] + r["http_errors"] for r in results)
+        summary[label]["bad"] = sum(r["bad"] for r in results)
     return summary
-
-
-def print_comparison(title: str, ours: str, sdk: str, summary: dict[str, dict[str, float]]) -> None:
-    print(f"\n{title}")
-    print(f"  {'server':28} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'CPU ms/req':>10} {'bad':>4}")
-    for label in (sdk, ours):
-        s = summary[label]
-        print(
-            f"  {label:28} {s['rps']:>8.0f} {s['p50']:>8.1f} {s['p99']:>8.1f} {s['cpu_ms']:>10.2f} "
-            f"{int(s['bad']):>4}"
-        )
-    o, k = summary[ours], summary[sdk]
-    print(
-        f"  ratio ours/sdk: throughput {o['rps'] / k['rps']:.2f}x, p50 {o['p50'] / k['p50']:.2f}x, "
-        f"p99 {o['p99'] / k['p99']:.2f}x, CPU per request {o['cpu_ms'] / k['cpu_ms']:.2f}x"
-    )
 
 
 def guarantee_counts(server: Server, requests: int) -> None:
@@ -167,18 +176,105 @@ def guarantee_counts(server: Server, requests: int) -> None:
     )
 
 
-def main() -> None:
+SDK_LABELS = {
+    "json": "official SDK (json)",
+    "sse": "official SDK (sse)",
+    "sessions": "official SDK (json, no cap)",
+}
+
+
+@dataclass
+class Bench:
+    """What this project's and the SDK's servers start with, and the servers started so far (one per mode
+    or app, shared by the rows; the memory row starts fresh ones of its own)."""
+
+    args: argparse.Namespace
+    workdir: Path
+    postgres: str | None
+    redis: str | None
+    settings: dict[str, Any]
+    ours: dict[str, Server] = field(default_factory=dict)
+    sdk: dict[str, Server] = field(default_factory=dict)
+
+    def start_ours(self, mode: str, name: str) -> Server:
+        env = ours_env(self.workdir, mode, self.postgres, self.redis, name, self.settings)
+        log = self.workdir / f"{name}.log"
+        return start(f"this project ({mode})", "project.asgi:application", env, self.args.asgi_server, log)
+
+    def start_sdk(self, app: str, name: str) -> Server:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        log = self.workdir / f"{name}.log"
+        return start(SDK_LABELS[app], f"bench.sdk_server:{app}_app", env, "uvicorn", log)
+
+    def servers(self, row: Row) -> tuple[Server, Server]:
+        """The row's two servers: this project's for its mode, the SDK's for its app (started once)."""
+        if row.mode not in self.ours:
+            self.ours[row.mode] = self.start_ours(row.mode, f"ours-{row.mode}")
+        if row.sdk_app not in self.sdk:
+            self.sdk[row.sdk_app] = self.start_sdk(row.sdk_app, f"sdk-{row.sdk_app}")
+        return self.ours[row.mode], self.sdk[row.sdk_app]
+
+    def stop(self) -> None:
+        for server in [*self.ours.values(), *self.sdk.values()]:
+            stop_process(server.process)
+
+
+def run_row(bench: Bench, row: Row) -> Outcome:
+    """A row's figures for both servers, printed as it ends."""
+    if row.kind == "memory":
+        return memory_row(bench, row)
+    ours, sdk = bench.servers(row)
+    args = bench.args
+    requests = args.requests if row.concurrency > 1 else max(300, args.requests // 5)
+    handshakes = row.kind == "handshakes"
+    summary = compare([ours, sdk], row.concurrency, requests, args.rounds, row.era, handshakes)
+    outcome = Outcome(row, summary[ours.label], summary[sdk.label])
+    print_outcome(outcome, ours.label, sdk.label)
+    return outcome
+
+
+def memory_row(bench: Bench, row: Row) -> Outcome:
+    """A fresh server process of each, warmed up with 200 handshakes; then ``--sessions`` sessions opened
+    and left open, and the growth of its RSS over them (SDK first, then this project)."""
+    sessions = bench.args.sessions
+    servers = [bench.start_sdk(row.sdk_app, "sdk-memory"), bench.start_ours(row.mode, "ours-memory")]
+    figures: dict[str, Figures] = {}
+    try:
+        for server in servers:
+            load(server, row.concurrency, 200, handshakes=True)
+            before = server.rss_mib()
+            run = load(server, row.concurrency, sessions, handshakes=True)
+            after = server.rss_mib()
+            figures[server.label] = {key: float(run[key]) for key in ("rps", "p50", "p99", "cpu_ms", "bad")}
+            figures[server.label].update(
+                base_mib=before,
+                after_mib=after,
+                growth_mib=after - before,
+                kib_per_session=(after - before) * 1024 / sessions,
+            )
+    finally:
+        for server in servers:
+            stop_process(server.process)
+    sdk, ours = servers
+    outcome = Outcome(row, figures[ours.label], figures[sdk.label])
+    print_outcome(outcome, ours.label, sdk.label)
+    return outcome
+
+
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--requests", type=int, default=3000, help="requests per run (default 3000)")
+    parser.add_argument("--sessions", type=int, default=10_000, help="the memory row's (default 10000)")
     parser.add_argument("--asgi-server", default="uvicorn", choices=["uvicorn", "daphne"])
     parser.add_argument("--postgres", action="store_true", help="this project on a fresh PostgreSQL database")
     parser.add_argument(
         "--redis", action="store_true", help="this project's channel layer and cache on Redis"
     )
-    parser.add_argument("--only", default="", help="comma-separated subset of: c16, c1, sse")
+    names = ", ".join(row.name for row in ROWS)
+    parser.add_argument("--only", default="", help=f"comma-separated subset of: {names}")
     parser.add_argument(
         "--setting",
         action="append",
@@ -187,13 +283,21 @@ def main() -> None:
         help="an MCP_SERVER setting for this project's server, e.g. LEDGER_FLUSH_INTERVAL=0 (repeatable)",
     )
     parser.add_argument("--no-guarantee", action="store_true", help="skip the guarantee run")
+    parser.add_argument("--markdown", action="store_true", help="also print the README's table of the run")
     parser.add_argument(
         "--otel",
         action="store_true",
         help="instead: this project three ways (no OpenTelemetry, API only, SDK to in-memory), c16",
     )
     args = parser.parse_args()
-    only = set(filter(None, args.only.split(",")))
+    args.only = set(filter(None, args.only.split(",")))
+    if unknown := args.only - {row.name for row in ROWS}:
+        parser.error(f"--only: no row named {', '.join(sorted(unknown))} (the rows: {names})")
+    return args
+
+
+def main() -> None:
+    args = _arguments()
     settings = {key: json.loads(value) for key, _, value in (s.partition("=") for s in args.setting)}
     workdir = Path(tempfile.mkdtemp(prefix="mcp-compare-"))
     postgres = _postgres_database() if args.postgres else None
@@ -204,53 +308,23 @@ def main() -> None:
         redis_client.Redis.from_url(redis).flushdb()
     backend = f"{'postgres' if postgres else 'sqlite'}+{'redis' if redis else 'memory'}"
     print(
-        f"{args.rounds} alternating rounds of {args.requests} tools/call per server, {args.asgi_server}, "
-        f"one worker process each; this project on {backend}"
+        f"{args.rounds} alternating rounds of {args.requests} requests per server and row (c1: a fifth), "
+        f"{args.asgi_server}, one worker process each; this project on {backend}"
         + (f", settings {json.dumps(settings)}" if settings else "")
     )
     if args.otel:
         compare_otel(workdir, postgres, redis, settings, args)
         return
-    plans = [
-        ("c16", "auto", "json", 16),
-        ("c1", "auto", "json", 1),
-        ("sse", "sse", "sse", 16),
-    ]
-    sdk_env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    ours_servers: dict[str, Server] = {}
-    sdk_servers: dict[str, Server] = {}
+    bench = Bench(args, workdir, postgres, redis, settings)
     try:
-        for name, mode, sdk_mode, concurrency in plans:
-            if only and name not in only:
-                continue
-            if mode not in ours_servers:
-                env = ours_env(workdir, mode, postgres, redis, f"ours-{mode}", settings)
-                ours_servers[mode] = start(
-                    f"this project ({mode})",
-                    "project.asgi:application",
-                    env,
-                    args.asgi_server,
-                    workdir / f"ours-{mode}.log",
-                )
-            if sdk_mode not in sdk_servers:
-                sdk_servers[sdk_mode] = start(
-                    f"official SDK ({sdk_mode})",
-                    f"bench.sdk_server:{sdk_mode}_app",
-                    sdk_env,
-                    "uvicorn",
-                    workdir / f"sdk-{sdk_mode}.log",
-                )
-            ours, sdk = ours_servers[mode], sdk_servers[sdk_mode]
-            requests = args.requests if concurrency > 1 else max(300, args.requests // 5)
-            summary = compare([ours, sdk], concurrency, requests, args.rounds)
-            print_comparison(
-                f"concurrency {concurrency}: {ours.label} vs {sdk.label}", ours.label, sdk.label, summary
-            )
-        if not args.no_guarantee and "auto" in ours_servers:
-            guarantee_counts(ours_servers["auto"], 400)
+        outcomes = [run_row(bench, row) for row in ROWS if not args.only or row.name in args.only]
+        if not args.no_guarantee and "auto" in bench.ours:
+            guarantee_counts(bench.ours["auto"], 400)
     finally:
-        for server in [*ours_servers.values(), *sdk_servers.values()]:
-            stop_process(server.process)
+        bench.stop()
+    print_summary(outcomes, backend)
+    if args.markdown:
+        print_markdown(outcomes, backend, args.sessions)
 
 
 OTEL_MODES = {

@@ -2,10 +2,18 @@
 
 Each of ``--concurrency`` connections opens its own session (``initialize``), then sends ``tools/call``
 requests back to back until ``--requests`` have been sent in all. Prints one JSON object: requests, seconds,
-req/s, p50/p90/p99 in ms, and per-id counts (answered, duplicated, missing, http errors). Kept free of HTTP
-libraries so that the client's own cost stays small and the same for every server it drives.
+req/s, p50/p90/p99 in ms, and per-id counts (answered, duplicated, missing, HTTP errors, JSON-RPC errors).
+Kept free of HTTP libraries so that the client's own cost stays small and the same for every server it drives.
+
+``--era 2026``: no handshake; every request is a 2026-07-28 one, the revision in its ``_meta``
+(``io.modelcontextprotocol/protocolVersion``, the client's capabilities and info) and in its headers
+(``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``). ``--handshakes``: instead of calls, each connection
+opens sessions back to back (``initialize`` + ``notifications/initialized``, timed together), ``--requests``
+of them in all, left open; req/s is then handshakes per second.
 
     python bench/loadgen.py --url http://127.0.0.1:8000/mcp --concurrency 16 --requests 4000
+    python bench/loadgen.py --url http://127.0.0.1:8000/mcp --era 2026
+    python bench/loadgen.py --url http://127.0.0.1:8000/mcp --concurrency 8 --handshakes
 """
 
 from __future__ import annotations
@@ -21,6 +29,14 @@ from urllib.parse import urlsplit
 __all__ = ["Result", "run"]
 
 VERSION = "2025-11-25"
+MODERN = "2026-07-28"
+ERAS = ("2025", "2026")
+CLIENT_INFO = {"name": "loadgen", "version": "1"}
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
+}
 
 
 @dataclass
@@ -30,38 +46,54 @@ class Result:
     duplicated: int = 0
     missing: int = 0
     http_errors: int = 0
+    rpc_errors: int = 0
     seconds: float = 0.0
 
 
 class Connection:
-    """One keep-alive HTTP/1.1 connection carrying one MCP session."""
+    """One keep-alive HTTP/1.1 connection carrying one MCP session (``era`` 2025) or none (2026)."""
 
-    def __init__(self, host: str, port: int, path: str, bearer: str | None = None) -> None:
-        self.host, self.port, self.path = host, port, path
+    def __init__(self, host: str, port: int, path: str, bearer: str | None = None, era: str = "2025") -> None:
+        self.host, self.port, self.path, self.era = host, port, path, era
         self.auth = [f"Authorization: Bearer {bearer}"] if bearer else []
         self.session_id: str | None = None
         self.reader: asyncio.StreamReader
         self.writer: asyncio.StreamWriter
 
-    async def open(self) -> None:
+    async def connect(self) -> None:
         self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+
+    async def open(self) -> None:
+        """Connect, and open a session in the handshake era."""
+        await self.connect()
+        if self.era == "2025":
+            await self.handshake()
+
+    async def handshake(self) -> None:
+        """``initialize`` then ``notifications/initialized``: a new session, this connection's from now on."""
+        self.session_id = None
         init = {
             "jsonrpc": "2.0",
             "id": 0,
             "method": "initialize",
-            "params": {
-                "protocolVersion": VERSION,
-                "capabilities": {},
-                "clientInfo": {"name": "loadgen", "version": "1"},
-            },
+            "params": {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": CLIENT_INFO},
         }
-        status, headers, _ = await self.post(init)
+        status, headers, body = await self.post(init)
         if status != 200 or "mcp-session-id" not in headers:
             raise RuntimeError(f"initialize failed: {status} {headers}")
+        if not any(m.get("id") == 0 and "result" in m for m in replies_in(headers, body)):
+            raise RuntimeError(f"initialize answered no result: {body[:200]!r}")
         self.session_id = headers["mcp-session-id"]
         status, _, _ = await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
         if status != 202:
             raise RuntimeError(f"notifications/initialized answered {status}")
+
+    def tool_call(self, request_id: int, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """A ``tools/call`` request of this connection's era."""
+        params: dict[str, Any] = {"name": tool, "arguments": arguments}
+        if self.era == "2026":
+            params["_meta"] = MODERN_META
+        return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
 
     async def post(self, message: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
         body = json.dumps(message, separators=(",", ":")).encode()
@@ -73,7 +105,11 @@ class Connection:
             f"Content-Length: {len(body)}",
             *self.auth,
         ]
-        if self.session_id:
+        if self.era == "2026":
+            head += [f"MCP-Protocol-Version: {MODERN}", f"Mcp-Method: {message['method']}"]
+            if message["method"] == "tools/call":
+                head.append(f"Mcp-Name: {message['params']['name']}")
+        elif self.session_id:
             head += [f"Mcp-Session-Id: {self.session_id}", f"MCP-Protocol-Version: {VERSION}"]
         self.writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
         return await self._response()
@@ -121,16 +157,30 @@ def replies_in(headers: dict[str, str], body: bytes) -> list[dict[str, Any]]:
     return payload if isinstance(payload, list) else [payload]
 
 
-async def _drive(
-    url: str, concurrency: int, requests: int, tool: str, arguments: dict[str, Any], bearer: str | None = None
-) -> Result:
+async def _connections(
+    url: str, concurrency: int, bearer: str | None, era: str, *, sessions: bool = True
+) -> list[Connection]:
+    """``concurrency`` connections, open (``sessions``: with a session each in the 2025 era)."""
     parts = urlsplit(url)
-    result = Result()
     connections = [
-        Connection(parts.hostname or "127.0.0.1", parts.port or 80, parts.path or "/", bearer)
+        Connection(parts.hostname or "127.0.0.1", parts.port or 80, parts.path or "/", bearer, era)
         for _ in range(concurrency)
     ]
-    await asyncio.gather(*(c.open() for c in connections))
+    await asyncio.gather(*(c.open() if sessions else c.connect() for c in connections))
+    return connections
+
+
+async def _drive(
+    url: str,
+    concurrency: int,
+    requests: int,
+    tool: str,
+    arguments: dict[str, Any],
+    bearer: str | None = None,
+    era: str = "2025",
+) -> Result:
+    result = Result()
+    connections = await _connections(url, concurrency, bearer, era)
     remaining = requests
 
     async def loop(conn: Connection) -> None:
@@ -140,12 +190,7 @@ async def _drive(
             remaining -= 1
             request_id = next_id
             next_id += 1
-            message = {
-                "jsonrpc": "2.0",
-                "id": request_id,
-                "method": "tools/call",
-                "params": {"name": tool, "arguments": arguments},
-            }
+            message = conn.tool_call(request_id, tool, arguments)
             started = time.perf_counter()
             status, headers, body = await conn.post(message)
             result.latencies.append(time.perf_counter() - started)
@@ -153,12 +198,41 @@ async def _drive(
                 result.http_errors += 1
                 continue
             mine = [m for m in replies_in(headers, body) if m.get("id") == request_id and "method" not in m]
-            if len(mine) == 1:
-                result.answered += 1
-            elif mine:
+            if len(mine) > 1:
                 result.duplicated += 1
-            else:
+            elif not mine:
                 result.missing += 1
+            elif "result" in mine[0]:
+                result.answered += 1
+            else:
+                result.rpc_errors += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(loop(c) for c in connections))
+    result.seconds = time.perf_counter() - started
+    await asyncio.gather(*(c.close() for c in connections), return_exceptions=True)
+    return result
+
+
+async def _drive_handshakes(url: str, concurrency: int, handshakes: int, bearer: str | None = None) -> Result:
+    """``handshakes`` sessions opened back to back on ``concurrency`` connections, none of them closed."""
+    result = Result()
+    connections = await _connections(url, concurrency, bearer, "2025", sessions=False)
+    remaining = handshakes
+
+    async def loop(conn: Connection) -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            started = time.perf_counter()
+            try:
+                await conn.handshake()
+            except RuntimeError:
+                result.http_errors += 1
+                continue
+            finally:
+                result.latencies.append(time.perf_counter() - started)
+            result.answered += 1
 
     started = time.perf_counter()
     await asyncio.gather(*(loop(c) for c in connections))
@@ -180,9 +254,17 @@ def run(
     tool: str = "echo",
     arguments: dict[str, Any] | None = None,
     bearer: str | None = None,
+    era: str = "2025",
+    handshakes: bool = False,
 ) -> dict[str, Any]:
-    """Drive ``url`` and summarise (see the module docstring); ``bearer``: the token every request carries."""
-    result = asyncio.run(_drive(url, concurrency, requests, tool, arguments or {"text": "x"}, bearer))
+    """Drive ``url`` and summarise (see the module docstring); ``bearer``: the token every request carries;
+    ``era``: ``2025`` (a session per connection) or ``2026`` (sessionless requests); ``handshakes``: open
+    ``requests`` sessions instead of calling a tool."""
+    if handshakes:
+        driving = _drive_handshakes(url, concurrency, requests, bearer)
+    else:
+        driving = _drive(url, concurrency, requests, tool, arguments or {"text": "x"}, bearer, era)
+    result = asyncio.run(driving)
     latencies = sorted(result.latencies)
     elapsed = result.seconds
     return {
@@ -196,6 +278,7 @@ def run(
         "duplicated": result.duplicated,
         "missing": result.missing,
         "http_errors": result.http_errors,
+        "rpc_errors": result.rpc_errors,
     }
 
 
@@ -208,8 +291,15 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--tool", default="echo")
     parser.add_argument("--bearer", default=None, help="send Authorization: Bearer <this> with every request")
+    parser.add_argument(
+        "--era", default="2025", choices=ERAS, help="2025: sessions; 2026: 2026-07-28 requests"
+    )
+    parser.add_argument("--handshakes", action="store_true", help="open --requests sessions instead of calls")
     args = parser.parse_args()
-    print(json.dumps(run(args.url, args.concurrency, args.requests, args.tool, bearer=args.bearer)))
+    figures = run(
+        args.url, args.concurrency, args.requests, args.tool, None, args.bearer, args.era, args.handshakes
+    )
+    print(json.dumps(figures))
 
 
 if __name__ == "__main__":
