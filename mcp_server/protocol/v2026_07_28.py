@@ -138,12 +138,21 @@ def _hints(ctx: Context) -> dict[str, Any]:
     return {"ttlMs": ttl, "cacheScope": scope}
 
 
+def _info_key(info: dict[str, Any]) -> tuple[str, str] | str:
+    """What tells one ``serverInfo`` from another: its name and version when that is all it holds (the
+    usual case, with no encoding), else its JSON."""
+    if info.keys() == {"name", "version"} and type(info["name"]) is str and type(info["version"]) is str:
+        return info["name"], info["version"]
+    return json.dumps(info, sort_keys=True)
+
+
 @lru_cache(maxsize=16)
-def _server_info_passes(version: str, info: str) -> bool:
+def _server_info_passes(version: str, info: tuple[str, str] | str) -> bool:
     """Whether a result carrying this ``serverInfo`` (JSON) comes out of the revision's schema unchanged
     (checked once per server info and revision; a result that is more than text blocks is always shaped
     by the schema)."""
-    shaped = {"content": [], "resultType": "complete", "_meta": {SERVER_INFO_KEY: json.loads(info)}}
+    value = json.loads(info) if isinstance(info, str) else {"name": info[0], "version": info[1]}
+    shaped = {"content": [], "resultType": "complete", "_meta": {SERVER_INFO_KEY: value}}
     try:
         return serialize_server_result("tools/call", version, shaped) == shaped
     except (KeyError, ValueError):
@@ -159,7 +168,7 @@ def finish_result(ctx: Context, result: dict[str, Any]) -> dict[str, Any]:
         result, structured=keeps_structured_content(version)
     ):
         info = server_info(server_of(ctx))
-        if _server_info_passes(ctx.session.protocol_version, json.dumps(info, sort_keys=True)):
+        if _server_info_passes(version, _info_key(info)):
             return {**result, "resultType": "complete", "_meta": {SERVER_INFO_KEY: info}}
     out = dict(result)
     out.setdefault("resultType", "complete")
