@@ -76,7 +76,7 @@ def sessionless_state(
     if headers is not None and method == "tools/call":
         tool = server.tools.get(str(params.get("name")))
         if tool is not None:  # an unknown tool is answered -32602 by the dispatch
-            check_param_headers(tool.header_schema, params.get("arguments"), headers)
+            check_param_headers(tool.header_schema, params.get("arguments"), headers, tool.header_params)
     level = meta.get(LOG_LEVEL_KEY)
     if level is not None and level not in LOG_LEVELS:
         raise JSONRPCError(INVALID_PARAMS, f"Invalid params: unknown log level {level!r}")

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from ..conf import mcp_settings
 from ..wire.errors import JSONRPCError, ToolError
-from ..wire.v2026_07_28 import invalid_x_mcp_header
+from ..wire.v2026_07_28 import header_params, invalid_x_mcp_header
 from .entries import RegisteredHandler
 from .results import _jsonable, dump, output_schema_for, to_content
 from .signature import call_handler
@@ -45,6 +45,8 @@ class Tool(RegisteredHandler):
     wrap_result: bool = field(init=False, default=False)
     header_schema: dict[str, Any] = field(init=False, default_factory=dict)
     """The ``inputSchema`` as listed, read for ``Mcp-Param-*`` headers (``x-mcp-header``) at 2026-07-28."""
+    header_params: dict[str, tuple[str, ...]] = field(init=False, default_factory=dict)
+    """Its ``x-mcp-header`` annotations, ``{lower-case header name: argument path}``, read once."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -58,6 +60,7 @@ class Tool(RegisteredHandler):
         problem = invalid_x_mcp_header(self.header_schema)
         if problem is not None:
             raise TypeError(f"tool {self.name!r}: {problem}")
+        self.header_params = header_params(self.header_schema)
         if self.output_schema is not None:
             if self.output_schema.get("type") != "object":
                 raise TypeError(f"tool {self.name!r}: output_schema must be a JSON Schema with type 'object'")

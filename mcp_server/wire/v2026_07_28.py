@@ -283,11 +283,17 @@ def _as_header(value: Any) -> str:
     return str(value)
 
 
-def check_param_headers(schema: dict[str, Any], arguments: object, headers: Mapping[str, list[str]]) -> None:
+def check_param_headers(
+    schema: dict[str, Any],
+    arguments: object,
+    headers: Mapping[str, list[str]],
+    params: Mapping[str, tuple[str, ...]] | None = None,
+) -> None:
     """-32020 unless every ``Mcp-Param-*`` header an annotated argument calls for is present and equal
-    (after Base64 decoding) to it, and none is sent for an argument the body lacks."""
+    (after Base64 decoding) to it, and none is sent for an argument the body lacks. ``params``: the
+    schema's :func:`header_params`, when the caller keeps them (a tool reads its schema once)."""
     args = arguments if isinstance(arguments, dict) else {}
-    for header, path in header_params(schema).items():
+    for header, path in (header_params(schema) if params is None else params).items():
         value: Any = args
         for key in path:
             value = value.get(key) if isinstance(value, dict) else None
