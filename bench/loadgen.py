@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -207,6 +208,13 @@ async def _drive(
             else:
                 result.rpc_errors += 1
 
+    return await _timed(connections, loop, result)
+
+
+async def _timed(
+    connections: list[Connection], loop: Callable[[Connection], Awaitable[None]], result: Result
+) -> Result:
+    """Run ``loop`` on every connection at once, time the whole, then close the connections."""
     started = time.perf_counter()
     await asyncio.gather(*(loop(c) for c in connections))
     result.seconds = time.perf_counter() - started
@@ -234,11 +242,7 @@ async def _drive_handshakes(url: str, concurrency: int, handshakes: int, bearer:
                 result.latencies.append(time.perf_counter() - started)
             result.answered += 1
 
-    started = time.perf_counter()
-    await asyncio.gather(*(loop(c) for c in connections))
-    result.seconds = time.perf_counter() - started
-    await asyncio.gather(*(c.close() for c in connections), return_exceptions=True)
-    return result
+    return await _timed(connections, loop, result)
 
 
 def percentile(sorted_values: list[float], share: float) -> float:
