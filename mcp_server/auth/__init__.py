@@ -17,6 +17,7 @@ from django.http import HttpRequest
 from django.utils.module_loading import import_string
 
 from ..conf import mcp_settings
+from ..core.stores import bounded
 from .base import AuthenticationFailed, AuthResult, BaseAuthentication
 
 __all__ = [
@@ -25,7 +26,6 @@ __all__ = [
     "BaseAuthentication",
     "Unauthorized",
     "authenticate_request",
-    "carries_credentials",
     "get_authenticators",
     "load_authenticator",
 ]
@@ -99,22 +99,37 @@ def _challenges(
     return out
 
 
-def carries_credentials(request: HttpRequest) -> bool:
-    """Whether any configured class may find credentials in ``request`` (see
-    :meth:`BaseAuthentication.has_credentials`): when none can, :func:`authenticate_request` asks no store."""
-    return any(authenticator.has_credentials(request) for authenticator in get_authenticators())
-
-
 async def authenticate_request(request: HttpRequest, *, resource_path: str = "/mcp") -> AuthResult:
     """``(user, auth)`` for the request, ``(AnonymousUser(), None)`` when anonymous access is allowed.
 
     Raises :class:`Unauthorized` for wrong credentials, or for none when ``ALLOW_ANONYMOUS`` is off.
-    ``resource_path`` is the endpoint's path, for the ``resource_metadata`` of the challenge.
+    ``resource_path`` is the endpoint's path, for the ``resource_metadata`` of the challenge. Only the
+    classes that may find credentials in the request are asked
+    (:meth:`BaseAuthentication.has_credentials`), within ``STORE_TIMEOUT`` together
+    (:class:`~mcp_server.core.stores.StoreUnavailable`); when none may, no store is asked or waited for.
     """
     authenticators = get_authenticators()
-    for authenticator in authenticators:
-        if not authenticator.has_credentials(request):
-            continue
+    asked = [a for a in authenticators if a.has_credentials(request)]
+    if asked:
+        found = await bounded(_first_found(request, authenticators, asked, resource_path), "database")
+        if found is not None:
+            return found
+    if mcp_settings.ALLOW_ANONYMOUS:
+        anonymous: Any = AnonymousUser()
+        return anonymous, None
+    raise Unauthorized(
+        "Unauthorized: authentication required", _challenges(request, authenticators, resource_path, None)
+    )
+
+
+async def _first_found(
+    request: HttpRequest,
+    authenticators: tuple[BaseAuthentication, ...],
+    asked: list[BaseAuthentication],
+    resource_path: str,
+) -> AuthResult | None:
+    """The first result of the ``asked`` classes, in order; :class:`Unauthorized` for a refusal."""
+    for authenticator in asked:
         try:
             result = await authenticator.authenticate(request)
         except AuthenticationFailed as failure:
@@ -124,9 +139,4 @@ async def authenticate_request(request: HttpRequest, *, resource_path: str = "/m
             ) from failure
         if result is not None:
             return result
-    if mcp_settings.ALLOW_ANONYMOUS:
-        anonymous: Any = AnonymousUser()
-        return anonymous, None
-    raise Unauthorized(
-        "Unauthorized: authentication required", _challenges(request, authenticators, resource_path, None)
-    )
+    return None

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..conf import mcp_settings
-from ..core.stores import bounded
 
 __all__ = ["CredentialWatch", "CredentialWatches", "same_credential"]
 
@@ -76,7 +75,7 @@ class CredentialWatch:
         scope = {key: value for key, value in self.scope.items() if key not in ("user", "session")}
         request = ASGIRequest(scope, io.BytesIO(b""))
         try:
-            now = await bounded(authenticate_request(request), "database")
+            now = await authenticate_request(request)
         except Unauthorized:
             return False
         return same_credential((self.user, self.auth), now)

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from mcp_types.methods import serialize_server_result, validate_client_request
+from mcp_types.methods import validate_client_request
 from pydantic import ValidationError
 
 from ..conf import mcp_settings
@@ -17,7 +17,7 @@ from ..registry.access import REQUIRED_SCOPE_KEY, ausable, listed_entries
 from ..registry.server import server_of
 from ..registry.signature import call_handler
 from ..wire.errors import INVALID_PARAMS, METHOD_NOT_FOUND, JSONRPCError, ResourceNotFound
-from ..wire.shapes import is_plain_text_result, keeps_structured_content
+from ..wire.shapes import shaped_result
 from ..wire.v2026_07_28 import BUILTIN_METHODS, TASK_METHODS
 from .listen import listen
 from .pagination import paginate
@@ -211,15 +211,7 @@ async def dispatch(ctx: Context) -> dict[str, Any] | None:
         assert result is not None
         if ctx.sessionless:
             return finish_result(ctx, result)
-        version = ctx.session.protocol_version
-        if ctx.method == "tools/call" and is_plain_text_result(  # already shaped as the revision says
-            result, structured=keeps_structured_content(version)
-        ):
-            return result
-        try:
-            return serialize_server_result(ctx.method, ctx.session.protocol_version, result)
-        except KeyError:
-            return result
+        return shaped_result(ctx.method, ctx.session.protocol_version, result)
     raw = server_of(ctx).methods.get(ctx.method)
     if raw is None:
         raise JSONRPCError(METHOD_NOT_FOUND, f"Method not found: {ctx.method}")

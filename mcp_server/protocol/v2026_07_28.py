@@ -23,7 +23,7 @@ from ..registry.server import server_of
 from ..sessions import refuse_large_metadata
 from ..wire.errors import INVALID_PARAMS, JSONRPCError
 from ..wire.jsonrpc import JSONRPCRequest, error_response
-from ..wire.shapes import is_plain_text_result, keeps_structured_content
+from ..wire.shapes import shaped_result
 from ..wire.v2026_07_28 import (
     CACHEABLE_METHODS,
     CLIENT_CAPABILITIES_KEY,
@@ -138,6 +138,10 @@ def _hints(ctx: Context) -> dict[str, Any]:
     return {"ttlMs": ttl, "cacheScope": scope}
 
 
+_ADDED = frozenset({"resultType", "_meta"})
+"""The keys :func:`finish_result` adds to a result."""
+
+
 def _info_key(info: dict[str, Any]) -> tuple[str, str] | str:
     """What tells one ``serverInfo`` from another: its name and version when that is all it holds (the
     usual case, with no encoding), else its JSON."""
@@ -164,25 +168,20 @@ def finish_result(ctx: Context, result: dict[str, Any]) -> dict[str, Any]:
     one), caching hints on cacheable methods, ``serverInfo`` in ``_meta``; a ``complete`` result of a core
     method is shaped by the 2026 schema, any other (``input_required``, ``task``) is left as it is."""
     version = ctx.session.protocol_version
-    if ctx.method == "tools/call" and is_plain_text_result(
-        result, structured=keeps_structured_content(version)
-    ):
-        info = server_info(server_of(ctx))
-        if _server_info_passes(version, _info_key(info)):
-            return {**result, "resultType": "complete", "_meta": {SERVER_INFO_KEY: info}}
+    info = server_info(server_of(ctx))
     out = dict(result)
     out.setdefault("resultType", "complete")
     meta = dict(out.get("_meta") or {})
-    meta.setdefault(SERVER_INFO_KEY, server_info(server_of(ctx)))
+    meta.setdefault(SERVER_INFO_KEY, info)
     out["_meta"] = meta
     if out["resultType"] != "complete":
         return out
     if ctx.method in CACHEABLE_METHODS:
         out = {**_hints(ctx), **out}
-    try:
-        return serialize_server_result(ctx.method, ctx.session.protocol_version, out)
-    except KeyError:  # a method the server registers itself
-        return out
+    # What this function added is in the revision's shape when the handler set no ``_meta`` of its own.
+    ours = meta.keys() == {SERVER_INFO_KEY} and meta[SERVER_INFO_KEY] is info
+    vouched = _ADDED if ours and _server_info_passes(version, _info_key(info)) else frozenset()
+    return shaped_result(ctx.method, version, out, vouched)
 
 
 async def _not_sent(entry: PendingRequest, response: dict[str, Any] | None) -> None:

@@ -136,9 +136,6 @@ async def usable_entries(entries: Sequence[H], ctx: Context) -> list[H]:
 
 async def ausable(entry: RegisteredHandler, ctx: Context) -> bool:
     """Async :func:`usable` for the request ``ctx`` serves."""
-    if entry.permission is None:  # the scopes alone decide: no worker thread
-        scopes = token_scopes(_auth_of(ctx))
-        return scopes is None or scopes_allow(scopes, scope_key(entry))
     return bool(await usable_entries([entry], ctx))
 
 

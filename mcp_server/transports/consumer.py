@@ -31,10 +31,10 @@ from channels.consumer import AsyncConsumer
 from django.contrib.auth.models import AnonymousUser
 from django.core.handlers.asgi import ASGIRequest
 
-from ..auth import Unauthorized, authenticate_request, carries_credentials
+from ..auth import Unauthorized, authenticate_request
 from ..conf import mcp_settings
 from ..core.context import SessionState
-from ..core.stores import StoreUnavailable, bounded, is_unavailable
+from ..core.stores import StoreUnavailable, is_unavailable
 from ..registry.server import MCPServer
 from ..runtime import Runtime, get_runtime
 from ..stores.events.base import parse_event_id
@@ -143,9 +143,9 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             if len(gathered) + len(chunk) > limit:
                 await self._problem(_too_large())
                 return None
-            if not message.get("more_body"):
-                return bytes(gathered + chunk) if gathered else bytes(chunk)
             gathered += chunk
+            if not message.get("more_body"):
+                return bytes(gathered)
 
     async def _watch_disconnect(self, receive: Receive) -> None:
         """Wait for the client to go: a GET stream ends; a POST's requests still run to settlement, but
@@ -205,12 +205,8 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
     async def _authenticate(self, request: ASGIRequest) -> None:
         """Who is calling (``self.user``, ``self.auth``); 401 with ``WWW-Authenticate`` when refused."""
         resource_path = self.scope.get("path", "/mcp").rstrip("/") or "/"
-        authenticating = authenticate_request(request, resource_path=resource_path)
         try:
-            if carries_credentials(request):
-                self.user, self.auth = await bounded(authenticating, "database")
-            else:  # no class has anything to look up: no store is asked, so none is waited for
-                self.user, self.auth = await authenticating
+            self.user, self.auth = await authenticate_request(request, resource_path=resource_path)
         except Unauthorized as exc:
             challenges = [header("www-authenticate", c) for c in exc.challenges]
             raise HTTPProblem(401, exc.message, headers=challenges) from exc

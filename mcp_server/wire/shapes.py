@@ -14,7 +14,9 @@ from typing import Any
 
 from mcp_types.methods import serialize_server_result
 
-__all__ = ["is_plain_request", "is_plain_text_result", "keeps_structured_content"]
+from .versions import is_sessionless_version
+
+__all__ = ["is_plain_request", "is_plain_text_result", "keeps_structured_content", "shaped_result"]
 
 _TEXT_BLOCK_KEYS = frozenset({"type", "text"})
 _RESULT_KEYS = frozenset({"content", "isError"})
@@ -69,10 +71,26 @@ def is_plain_request(obj: dict[str, Any]) -> bool:
 def keeps_structured_content(version: str) -> bool:
     """Whether revision ``version``'s ``CallToolResult`` has ``structuredContent`` (asked of its schema once;
     older revisions drop the field)."""
-    shaped = {"content": [], "structuredContent": {"result": "x"}}
-    if version >= "2026":
+    shaped: dict[str, Any] = {"content": [], "structuredContent": {"result": "x"}}
+    if is_sessionless_version(version):
         shaped["resultType"] = "complete"
     try:
         return "structuredContent" in serialize_server_result("tools/call", version, shaped)
     except (KeyError, ValueError):
         return False
+
+
+def shaped_result(
+    method: str, version: str, result: dict[str, Any], vouched: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """``result`` as revision ``version``'s schema shapes it (``serialize_server_result``); a ``tools/call``
+    result already in that shape (:func:`is_plain_text_result`, with the keys in ``vouched`` that the
+    caller built itself) is returned as it is, and so is the result of a method the schema does not know."""
+    if method == "tools/call" and is_plain_text_result(
+        result, vouched, structured=keeps_structured_content(version)
+    ):
+        return result
+    try:
+        return serialize_server_result(method, version, result)
+    except KeyError:  # a method the server registers itself
+        return result
