@@ -21,6 +21,10 @@ on SQLite quotes each one's parameters with one more query, inside the write loc
     .venv/bin/python bench/writes.py --setups sqlite-default --sequential 100 --concurrent 40
     .venv/bin/python bench/writes.py --tool add_author      # the demo's ModelForm tool, as a signed-in user
     .venv/bin/python bench/writes.py --tool drf_books_restock --setups postgresql
+    .venv/bin/python bench/writes.py --tool add_author --server uvicorn --workers 2   # the Deploying recipe
+
+The worker is one Daphne process (what ``runserver`` serves with Channels) unless ``--server uvicorn``, which
+runs the README's *Deploying* command (``uvicorn … --workers N``); the CPU figure then sums its processes.
 
 ``--tool`` picks the write, each through the path a site would use:
 
@@ -55,7 +59,7 @@ from bench.loadgen import Connection, replies_in  # noqa: E402
 from mcp_server.checks import SQLITE_OPTIONS  # noqa: E402
 from tests.support.admin import create_superuser  # noqa: E402
 from tests.support.auth import manage  # noqa: E402
-from tests.support.live import LiveServer, postgres_database, start_server  # noqa: E402
+from tests.support.live import DAPHNE, LiveServer, postgres_database, start_server  # noqa: E402
 
 SETUPS = ("sqlite-readme", "sqlite-default", "postgresql")
 WRITE_TOOLS = ("write_author", "add_author", "shelf_create", "drf_books_create", "drf_books_restock")
@@ -64,9 +68,20 @@ SIGNED_IN_TOOLS = WRITE_TOOLS[1:]
 LOCK_TROUBLE = ("database is locked", "ledger write failed", "deadlock")
 
 
+def server_command(server: str, workers: int) -> tuple[str, ...]:
+    """Daphne (one process, as ``runserver`` serves), or uvicorn with ``workers`` processes (the README's
+    *Deploying* recipe: ``--workers`` as many as the machine's cores)."""
+    if server == "daphne":
+        return DAPHNE
+    return ("uvicorn", "project.asgi:application", "--host", "127.0.0.1", "--port", "{port}",
+            "--workers", str(workers), "--no-access-log")  # fmt: skip
+
+
 @contextlib.contextmanager
-def worker(setup: str, directory: Path, *, debug: bool = False) -> Iterator[LiveServer]:
-    """A Daphne worker of the test site on ``setup``'s database (``DEBUG`` off unless ``debug``)."""
+def worker(
+    setup: str, directory: Path, *, debug: bool = False, command: tuple[str, ...] = DAPHNE
+) -> Iterator[LiveServer]:
+    """The test site served on ``setup``'s database (``DEBUG`` off unless ``debug``)."""
     env: dict[str, str] = {"DJANGO_DEBUG": "1" if debug else "0", "DJANGO_ALLOWED_HOSTS": "127.0.0.1"}
     with contextlib.ExitStack() as stack:
         if setup == "postgresql":
@@ -74,7 +89,7 @@ def worker(setup: str, directory: Path, *, debug: bool = False) -> Iterator[Live
         else:
             options = SQLITE_OPTIONS if setup == "sqlite-readme" else {}
             env["MCP_TEST_SQLITE_OPTIONS"] = json.dumps(options)
-        server = start_server(directory / setup, {}, name=setup, **env)
+        server = start_server(directory / setup, {}, name=setup, command=command, **env)
         try:
             yield server
         finally:
@@ -82,9 +97,20 @@ def worker(setup: str, directory: Path, *, debug: bool = False) -> Iterator[Live
 
 
 def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux ``/proc``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU time so far of a process and its live children (uvicorn's workers), in seconds."""
+    total = 0.0
+    for each in (pid, *children_of(pid)):
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def children_of(pid: int) -> list[int]:
+    """The ids of a process's children (Linux ``/proc``)."""
+    with contextlib.suppress(OSError):
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    return []
 
 
 FAILURES: list[str] = []
@@ -247,18 +273,36 @@ def main() -> None:
         help=f"one of {', '.join(WRITE_TOOLS)} (see above); or a tool taking `text` (echo), to compare",
     )
     parser.add_argument("--debug", action="store_true", help="run the worker with DEBUG on")
+    parser.add_argument(
+        "--server",
+        choices=("daphne", "uvicorn"),
+        default="daphne",
+        help="daphne: one process (as runserver serves); uvicorn: the README's Deploying recipe",
+    )
+    parser.add_argument("--workers", type=int, default=2, help="uvicorn's worker processes (default 2)")
     args = parser.parse_args()
+    command = server_command(args.server, args.workers)
     with tempfile.TemporaryDirectory(prefix="mcp-bench-writes-") as tmp:
         for setup in args.setups:
-            with worker(setup, Path(tmp), debug=args.debug) as server:
+            with worker(setup, Path(tmp), debug=args.debug, command=command) as server:
                 phases = asyncio.run(drive(server, args.tool, args.sequential, args.concurrent))
                 trouble = [line for line in server.log().splitlines() if any(t in line for t in LOCK_TROUBLE)]
             for phase, numbers in phases.items():
-                line = {"setup": setup, "tool": args.tool, "phase": phase, **numbers}
+                line = {
+                    "setup": setup,
+                    "tool": args.tool,
+                    "server": server_label(args),
+                    "phase": phase,
+                    **numbers,
+                }
                 print(json.dumps({**line, "lock_trouble": len(trouble)}), flush=True)
             for failure in FAILURES[:3]:
                 print("  failed:", failure)
             FAILURES.clear()
+
+
+def server_label(args: argparse.Namespace) -> str:
+    return "daphne" if args.server == "daphne" else f"uvicorn x{args.workers}"
 
 
 if __name__ == "__main__":

@@ -146,6 +146,39 @@ async def test_token_model_and_authentication() -> None:
     assert 'error="invalid_token"' in refused.value.challenges[0]
 
 
+@pytest.mark.django_db(transaction=True)
+async def test_the_token_lookup_reads_what_the_orm_reads_and_sees_changes_at_once() -> None:
+    """``find_token`` builds the token and its user from one prepared query: every column equal to what the
+    ORM's ``select_related`` reads (datetimes, the JSON scopes), and a revocation or a deactivated user is
+    seen by the very next lookup (nothing is cached)."""
+    from asgiref.sync import sync_to_async
+
+    from mcp_server.auth.tokens import find_token
+
+    user = await get_user_model().objects.acreate(username="lena", email="l@example.com")
+    token, plain = await sync_to_async(AccessToken.objects.create_token)(
+        user, "t", expires=timezone.now() + timedelta(days=1), scopes=["tool:x", "resource:library://*"]
+    )
+    expected = await AccessToken.objects.select_related("user").aget(pk=token.pk)
+    found = await find_token(hash_token(plain))
+    assert found is not None
+    for field in AccessToken._meta.concrete_fields:
+        assert getattr(found, field.attname) == getattr(expected, field.attname), field.name
+    for field in get_user_model()._meta.concrete_fields:
+        assert getattr(found.user, field.attname) == getattr(expected.user, field.attname), field.name
+    assert found.scopes == ["tool:x", "resource:library://*"]
+    assert found._state.adding is False
+    assert await find_token(hash_token(plain + "x")) is None
+
+    await get_user_model().objects.filter(pk=user.pk).aupdate(is_active=False)
+    with pytest.raises(Unauthorized):
+        await authenticate_request(request({"authorization": f"Bearer {plain}"}))
+    await get_user_model().objects.filter(pk=user.pk).aupdate(is_active=True)
+    await AccessToken.objects.filter(pk=token.pk).aupdate(revoked_at=timezone.now())
+    with pytest.raises(Unauthorized):
+        await authenticate_request(request({"authorization": f"Bearer {plain}"}))
+
+
 async def test_anonymous_and_its_refusal() -> None:
     user, auth = await authenticate_request(request())
     assert not user.is_authenticated

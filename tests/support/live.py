@@ -369,10 +369,19 @@ def drop_templates() -> None:
             _sqlite_templates.clear()
 
 
+DAPHNE = ("daphne", "-b", "127.0.0.1", "-p", "{port}", "project.asgi:application")
+"""How :func:`start_server` runs the site (``python -m`` these, ``{port}`` filled in)."""
+
+
 def start_server(
-    directory: Path, overrides: dict[str, Any] | None = None, *, name: str = "server", **env: str
+    directory: Path,
+    overrides: dict[str, Any] | None = None,
+    *,
+    name: str = "server",
+    command: tuple[str, ...] = DAPHNE,
+    **env: str,
 ) -> LiveServer:
-    """Start Daphne with ``MCP_SERVER`` overrides; returns once it accepts connections."""
+    """Start Daphne (or ``command``) with ``MCP_SERVER`` overrides; returns once it accepts connections."""
     directory.mkdir(parents=True, exist_ok=True)
     database = directory / f"{name}.sqlite3"
     if "DATABASE_URL" not in env:
@@ -382,7 +391,7 @@ def start_server(
     log_path = directory / f"{name}-{port}.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "project.asgi:application"],
+            [sys.executable, "-m", *(part.format(port=port) for part in command)],
             cwd=ROOT,
             env=full_env,
             stdout=log,
