@@ -17,7 +17,7 @@ from ..registry.access import REQUIRED_SCOPE_KEY, ausable, listed_entries
 from ..registry.server import server_of
 from ..registry.signature import call_handler
 from ..wire.errors import INVALID_PARAMS, METHOD_NOT_FOUND, JSONRPCError, ResourceNotFound
-from ..wire.shapes import shaped_result
+from ..wire.shapes import is_plain_call_params, shaped_result
 from ..wire.v2026_07_28 import BUILTIN_METHODS, TASK_METHODS
 from .listen import listen
 from .pagination import paginate
@@ -183,6 +183,9 @@ def _validate(ctx: Context) -> None:
             raise JSONRPCError(METHOD_NOT_FOUND, f"Method not found: {ctx.method}")
         return
     params = ctx.params or None
+    version = ctx.session.protocol_version
+    if ctx.method == "tools/call" and params is not None and is_plain_call_params(params, version):
+        return
     if ctx.rounds is not None and params is not None:  # answers are checked by the ask they answer (rounds)
         params = {k: v for k, v in params.items() if k != "inputResponses"}
     try:

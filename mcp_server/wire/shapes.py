@@ -9,14 +9,22 @@ model's).
 
 from __future__ import annotations
 
+import ast
 from functools import lru_cache
 from typing import Any
 
-from mcp_types.methods import serialize_server_result
+from mcp_types.methods import serialize_server_result, validate_client_request
+from pydantic import ValidationError
 
 from .versions import is_sessionless_version
 
-__all__ = ["is_plain_request", "is_plain_text_result", "keeps_structured_content", "shaped_result"]
+__all__ = [
+    "is_plain_call_params",
+    "is_plain_request",
+    "is_plain_text_result",
+    "keeps_structured_content",
+    "shaped_result",
+]
 
 _TEXT_BLOCK_KEYS = frozenset({"type", "text"})
 _RESULT_KEYS = frozenset({"content", "isError"})
@@ -65,6 +73,53 @@ def is_plain_request(obj: dict[str, Any]) -> bool:
         return False
     params = obj.get("params", {})
     return type(params) is dict
+
+
+_CALL_MODEL_KEYS = frozenset({"task", "inputResponses", "requestState"})
+"""``tools/call`` params with a model of their own, left to the schema."""
+_KEPT_META_CHARACTERS = 2048
+"""A ``_meta`` whose ``repr`` is longer than this is validated every time, not remembered."""
+
+
+def is_plain_call_params(params: dict[str, Any], version: str) -> bool:
+    """Whether ``tools/call`` ``params`` pass revision ``version``'s schema, told without running it for
+    the usual shape: a ``str`` name, ``arguments`` an object or absent, none of the fields that have models
+    of their own (``task``, ``inputResponses``, ``requestState``), and a ``_meta`` the schema accepted
+    before (each distinct one is validated once, then remembered; the revision's other fields are
+    independent of it and unknown keys are ignored). ``False`` leaves the request to the schema, which
+    then accepts it or says why not."""
+    if type(params.get("name")) is not str:
+        return False
+    arguments = params.get("arguments")
+    if arguments is not None and type(arguments) is not dict:
+        return False
+    for key in _CALL_MODEL_KEYS:
+        if key in params:
+            return False
+    if "_meta" not in params:
+        return _meta_passes(version, None)
+    meta = params["_meta"]
+    if type(meta) is not dict:
+        return False
+    try:
+        text = repr(meta)  # a faithful key for decoded JSON (``'1'`` and ``1``, ``1.0`` and ``1`` differ)
+    except RecursionError:
+        return False
+    return len(text) <= _KEPT_META_CHARACTERS and _meta_passes(version, text)
+
+
+@lru_cache(maxsize=256)
+def _meta_passes(version: str, text: str | None) -> bool:
+    """Whether a ``tools/call`` with this ``_meta`` (``text``: its ``repr``, which reads back to the same
+    decoded JSON; ``None``: no ``_meta``) and nothing else but a name passes revision ``version``'s schema."""
+    params: dict[str, Any] = {"name": "x"}
+    if text is not None:
+        params["_meta"] = ast.literal_eval(text)
+    try:
+        validate_client_request("tools/call", version, params)
+    except (KeyError, ValueError, ValidationError):  # (ValidationError is a ValueError)
+        return False
+    return True
 
 
 @lru_cache(maxsize=16)

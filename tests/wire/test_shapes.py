@@ -12,7 +12,12 @@ from pydantic import ValidationError
 
 from mcp_server.wire.errors import JSONRPCError
 from mcp_server.wire.jsonrpc import parse_message
-from mcp_server.wire.shapes import is_plain_request, is_plain_text_result, keeps_structured_content
+from mcp_server.wire.shapes import (
+    is_plain_call_params,
+    is_plain_request,
+    is_plain_text_result,
+    keeps_structured_content,
+)
 from mcp_server.wire.versions import SUPPORTED_VERSIONS
 
 PLAIN_RESULTS: list[dict[str, Any]] = [
@@ -138,3 +143,105 @@ def test_structured_content_must_be_an_object() -> None:
 
 def test_an_unknown_revision_keeps_nothing() -> None:
     assert not keeps_structured_content("1999-01-01")
+
+
+# -- tools/call params recognised without the schema ------------------------------------------------------
+
+MODERN = "2026-07-28"
+MODERN_META: dict[str, Any] = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {"sampling": {}, "elicitation": {"form": {}}},
+    "io.modelcontextprotocol/clientInfo": {"name": "mcp", "version": "2.3.0"},
+}
+CALL_PARAMS: list[tuple[str, dict[str, Any]]] = [
+    ("2025-11-25", {"name": "echo", "arguments": {"text": "hi"}}),
+    ("2025-11-25", {"name": "echo"}),
+    ("2025-11-25", {"name": "", "arguments": None, "extra": [1]}),
+    ("2025-11-25", {"name": "echo", "arguments": {}, "_meta": {"progressToken": 7}}),
+    (MODERN, {"name": "echo", "arguments": {"text": "hi"}, "_meta": MODERN_META}),
+    (MODERN, {"name": "echo", "_meta": {**MODERN_META, "io.modelcontextprotocol/logLevel": "debug"}}),
+    (MODERN, {"name": "echo", "_meta": {**MODERN_META, "io.modelcontextprotocol/clientCapabilities": {}}}),
+]
+CALL_NEAR_MISSES: list[tuple[str, dict[str, Any]]] = [
+    ("2025-11-25", {"name": 1}),
+    ("2025-11-25", {"arguments": {}}),
+    ("2025-11-25", {"name": "echo", "arguments": ["text"]}),
+    ("2025-11-25", {"name": "echo", "_meta": {"progressToken": [1]}}),
+    ("2025-11-25", {"name": "echo", "_meta": "x"}),
+    ("2025-11-25", {"name": "echo", "task": {"ttl": "soon"}}),
+    (MODERN, {"name": "echo"}),
+    (MODERN, {"name": "echo", "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN}}),
+    (MODERN, {"name": "echo", "_meta": {**MODERN_META, "io.modelcontextprotocol/clientInfo": {"name": "x"}}}),
+    (MODERN, {"name": "echo", "_meta": {**MODERN_META, "io.modelcontextprotocol/clientCapabilities": []}}),
+    (MODERN, {"name": "echo", "_meta": MODERN_META, "requestState": 5}),
+    (MODERN, {"name": "echo", "_meta": MODERN_META, "inputResponses": []}),
+    ("1999-01-01", {"name": "echo"}),
+]
+
+
+def _schema_accepts(version: str, params: dict[str, Any]) -> bool:
+    from mcp_types.methods import validate_client_request
+
+    try:
+        validate_client_request("tools/call", version, params)
+    except (KeyError, ValueError):
+        return False
+    return True
+
+
+@pytest.mark.parametrize(("version", "params"), CALL_PARAMS)
+def test_plain_call_params_are_what_the_schema_accepts(version: str, params: dict[str, Any]) -> None:
+    assert _schema_accepts(version, params)
+    assert is_plain_call_params(params, version)
+    assert is_plain_call_params(params, version)  # remembered: the same answer
+
+
+@pytest.mark.parametrize(("version", "params"), CALL_NEAR_MISSES)
+def test_call_params_the_schema_may_refuse_are_left_to_it(version: str, params: dict[str, Any]) -> None:
+    """Each near miss goes to the schema (which refuses all but the ones it reads as it likes), never the
+    fast answer: a ``_meta`` refused once is not taken for one accepted."""
+    assert not is_plain_call_params(params, version)
+    assert not is_plain_call_params(params, version)
+    if not _schema_accepts(version, params):
+        return
+    pytest.fail(f"the schema accepts {params!r}: it belongs in CALL_PARAMS")
+
+
+def test_a_remembered_meta_is_told_apart_from_a_near_copy() -> None:
+    """The key is the decoded value's ``repr``: ``"1"`` and ``1`` are different metas."""
+    good = {
+        "name": "echo",
+        "_meta": {**MODERN_META, "io.modelcontextprotocol/clientInfo": {"name": "a", "version": "1"}},
+    }
+    bad = {
+        "name": "echo",
+        "_meta": {**MODERN_META, "io.modelcontextprotocol/clientInfo": {"name": "a", "version": 1}},
+    }
+    assert is_plain_call_params(good, MODERN)
+    assert not _schema_accepts(MODERN, bad)
+    assert not is_plain_call_params(bad, MODERN)
+
+
+def test_a_large_meta_is_validated_each_time_not_remembered() -> None:
+    meta = {**MODERN_META, "io.modelcontextprotocol/clientInfo": {"name": "a" * 5000, "version": "1"}}
+    before = _meta_cache_size()
+    assert _schema_accepts(MODERN, {"name": "echo", "_meta": meta})
+    assert not is_plain_call_params(
+        {"name": "echo", "_meta": meta}, MODERN
+    )  # left to the schema, which accepts
+    assert _meta_cache_size() == before
+
+
+def test_the_remembered_metas_stay_within_their_bound() -> None:
+    for index in range(600):
+        info = {"name": f"client-{index}", "version": "1"}
+        assert is_plain_call_params(
+            {"name": "echo", "_meta": {**MODERN_META, "io.modelcontextprotocol/clientInfo": info}}, MODERN
+        )
+    assert _meta_cache_size() <= 256
+
+
+def _meta_cache_size() -> int:
+    from mcp_server.wire.shapes import _meta_passes
+
+    return int(_meta_passes.cache_info().currsize)
