@@ -8,7 +8,7 @@ The transports decide the era and hand the request here; what is left is shared 
 
 from __future__ import annotations
 
-import json
+import ast
 import logging
 from collections.abc import Mapping
 from functools import lru_cache
@@ -144,22 +144,23 @@ _ADDED = frozenset({"resultType", "_meta"})
 
 def _info_key(info: dict[str, Any]) -> tuple[str, str] | str:
     """What tells one ``serverInfo`` from another: its name and version when that is all it holds (the
-    usual case, with no encoding), else its JSON."""
+    usual case), else its ``repr``, which reads back to the same value (``server_info`` builds it in one
+    order)."""
     if info.keys() == {"name", "version"} and type(info["name"]) is str and type(info["version"]) is str:
         return info["name"], info["version"]
-    return json.dumps(info, sort_keys=True)
+    return repr(info)
 
 
 @lru_cache(maxsize=16)
 def _server_info_passes(version: str, info: tuple[str, str] | str) -> bool:
-    """Whether a result carrying this ``serverInfo`` (JSON) comes out of the revision's schema unchanged
-    (checked once per server info and revision; a result that is more than text blocks is always shaped
-    by the schema)."""
-    value = json.loads(info) if isinstance(info, str) else {"name": info[0], "version": info[1]}
-    shaped = {"content": [], "resultType": "complete", "_meta": {SERVER_INFO_KEY: value}}
+    """Whether a result carrying this ``serverInfo`` (its :func:`_info_key`) comes out of the revision's
+    schema unchanged (checked once per server info and revision; a result that is more than text blocks is
+    always shaped by the schema)."""
     try:
+        value = ast.literal_eval(info) if isinstance(info, str) else {"name": info[0], "version": info[1]}
+        shaped = {"content": [], "resultType": "complete", "_meta": {SERVER_INFO_KEY: value}}
         return serialize_server_result("tools/call", version, shaped) == shaped
-    except (KeyError, ValueError):
+    except (KeyError, ValueError, SyntaxError):
         return False
 
 

@@ -161,3 +161,19 @@ async def test_mcp_header_on_a_number_is_refused_at_registration() -> None:
     with pytest.raises(TypeError, match=r"x-mcp-header .Amount.*string, integer or boolean"):
         other.tool(bad)
     assert "bad" not in other.tools
+
+
+def test_a_server_info_is_vouched_for_once_it_passes_the_schema_as_it_is() -> None:
+    """The key of a ``serverInfo`` with a title and icons reads back to the same value, which the 2026
+    schema keeps as it is; a key that does not read back is never vouched for."""
+    import ast
+
+    from mcp_server.protocol.v2026_07_28 import _info_key, _server_info_passes
+
+    info = {"name": "demo", "version": "1.0", "title": "Démo «x»", "icons": [{"src": "https://e.x/i.png"}]}
+    key = _info_key(info)
+    assert isinstance(key, str)
+    assert ast.literal_eval(key) == info
+    assert _server_info_passes("2026-07-28", key)
+    assert _info_key({"name": "demo", "version": "1.0"}) == ("demo", "1.0")
+    assert not _server_info_passes("2026-07-28", "not a literal (")
