@@ -40,9 +40,9 @@ from ..conf import now as clock_now
 from ..core.records import DuplicateRequest, LedgerRecord, make_storable
 from ..core.states import State
 from ..core.stores import StoreUnavailable, is_unavailable, store_timeout
-from ..ledger.inflight import InFlight
 from ..stores.ledger.base import Ledger
 from .batching import BatchLoop
+from .inflight import InFlight
 
 __all__ = ["MAX_ATTEMPTS", "LedgerWriter"]
 
@@ -85,7 +85,7 @@ class LedgerWriter(BatchLoop):
         """Records a handler's transaction stores as answered (``claim_answer``): record, and whether the
         transaction inserts it (its pending row was still queued) rather than updating its row (``None``:
         its pending row was in the batch being written: decided in the handler's thread, see
-        :class:`~mcp_server.ledger.inflight.InFlight`)."""
+        :class:`~mcp_server.runtime.inflight.InFlight`)."""
         self._flight = InFlight()
         self._parked: dict[int, tuple[LedgerRecord, bool]] = {}
         """Settled records claimed while their batch was in flight, until that batch is done."""
@@ -146,7 +146,7 @@ class LedgerWriter(BatchLoop):
         (:meth:`answer_within`): whether it can, which it can when the ledger writes in that database. A
         record still queued is taken out of the queue (the transaction inserts it); one being written right
         now is never waited for (the handler's transaction may hold the lock that batch needs): the handler's
-        thread finds out whether it landed (:class:`~mcp_server.ledger.inflight.InFlight`)."""
+        thread finds out whether it landed (:class:`~mcp_server.runtime.inflight.InFlight`)."""
         key = id(record)
         if not self.ledger.joins(using):
             return False
