@@ -12,7 +12,7 @@ from typing import Any
 
 from ..core.stores import CHANNEL_LAYER, bounded
 from ..protocol.credentials import CredentialWatches
-from ..protocol.settlement import ABORTED, RequestTable, aborted_response
+from ..protocol.settlement import ABORTED, aborted_response
 from ..sessions import SessionCache
 from ..wire.messages import (
     WORKERS_GROUP,
@@ -34,6 +34,7 @@ from ..wire.messages import (
 )
 from .listeners import ListenerTable
 from .outbound import OutboundTable
+from .requests import RequestTable
 from .stream_hub import StreamHub
 from .streams import SessionStreams
 from .tasks import TaskRunner

@@ -27,7 +27,6 @@ from ..core.records import LedgerRecord, request_key
 from ..core.stores import CHANNEL_LAYER, bounded, store_timeout
 from ..ledger import Ledger, get_ledger
 from ..protocol.credentials import CredentialWatches
-from ..protocol.settlement import RequestTable
 from ..sessions import SessionCache, aend_session
 from ..stores.events import EventStore, get_event_store
 from ..stores.tasks import new_task_store
@@ -41,6 +40,7 @@ from .acts import WorkerMessages
 from .event_writer import EventWriter
 from .listeners import ListenerTable
 from .outbound import OutboundTable
+from .requests import RequestTable
 from .stream_hub import StreamHub
 from .streams import SessionStreams, StreamSink
 from .tasks import TaskRunner
