@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..core.stores import CHANNEL_LAYER, bounded
-from ..protocol.credentials import CredentialWatches
 from ..protocol.settlement import ABORTED, aborted_response
 from ..sessions import SessionCache
 from ..wire.messages import (
@@ -32,6 +31,7 @@ from ..wire.messages import (
     WorkerMessage,
     to_event,
 )
+from .credentials import CredentialWatches
 from .listeners import ListenerTable
 from .outbound import OutboundTable
 from .requests import RequestTable

@@ -367,7 +367,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
 
     def _watch_credential(self, end: Callable[[str], Awaitable[None]]) -> asyncio.Task[None] | None:
         """Check the credential of this stream again while it is open; ``end`` it when refused (see
-        :mod:`mcp_server.protocol.credentials`). Cancel the task when the stream ends."""
+        :mod:`mcp_server.runtime.credentials`). Cancel the task when the stream ends."""
         return self.runtime.credentials.watch(self.scope, self.user, self.auth, end)
 
     async def _end_get(self, reason: str) -> None:

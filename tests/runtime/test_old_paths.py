@@ -84,6 +84,12 @@ MOVED_NAMES = [
     ("mcp_server.protocol.listen", "ListenerTable", "mcp_server.runtime.listeners", "listen"),
     ("mcp_server.protocol.tasks", "TaskRunner", "mcp_server.runtime.tasks", "call_tool"),
     ("mcp_server.protocol.settlement", "RequestTable", "mcp_server.runtime.requests", "outcome_of"),
+    (
+        "mcp_server.protocol.credentials",
+        "CredentialWatches",
+        "mcp_server.runtime.credentials",
+        "same_credential",
+    ),
 ]
 
 
