@@ -20,7 +20,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from ..conf import now as clock_now
 from ..core.records import (
@@ -108,7 +108,6 @@ class RequestTable:
         self,
         session_id: str | None,
         request_id: RequestId,
-        key: str,
         method: str,
         *,
         name: str,
@@ -120,7 +119,13 @@ class RequestTable:
         client: str,
         oauth_client: tuple[str, str],
     ) -> LedgerRecord:
-        """The ledger record of an arriving request, each text cut to what its column holds."""
+        """The ledger record of an arriving request, each text cut to what its column holds. Raises -32600 for
+        an id pending in the same session, or one no request may have."""
+        if (problem := id_problem(request_id)) is not None:
+            raise JSONRPCError(INVALID_REQUEST, f"Invalid request: {problem}")
+        key = request_key(request_id)
+        if session_id is not None and (session_id, key) in self._entries:
+            raise _duplicate(request_id)
         now = clock_now()
         return LedgerRecord(
             session_id=session_id,
@@ -169,15 +174,9 @@ class RequestTable:
         (:func:`~mcp_server.auth.base.oauth_client_of`). Its span starts from ``params`` (``_meta``),
         ``transport`` (``"http"`` or ``"stdio"``) and ``headers`` (the HTTP request's ``META``).
         """
-        if (problem := id_problem(request_id)) is not None:
-            raise JSONRPCError(INVALID_REQUEST, f"Invalid request: {problem}")
-        key = request_key(request_id)
-        if session_id is not None and (session_id, key) in self._entries:
-            raise _duplicate(request_id)
         record = self._record(
             session_id,
             request_id,
-            key,
             method,
             name=name,
             user_id=user_id,
@@ -193,24 +192,30 @@ class RequestTable:
             entry.span = self.telemetry.start(record, request_id, params, transport, headers)
         try:
             await self.sink.opened(record)
-        except DuplicateRequest:
-            if entry.span is not None:
-                entry.span.end(ANSWERED, error_response(request_id, _duplicate(request_id)))
-            raise _duplicate(request_id) from None
-        except StoreUnavailable as exc:  # the caller answers this error; the write may still land: settle it
-            refused = PendingRequest(record=record, request_id=request_id, deliver=_answered_by_caller)
-            refused.span = entry.span
-            await self.settle(refused, ANSWERED, error_response(request_id, exc))
-            raise
+        except (DuplicateRequest, StoreUnavailable) as exc:
+            await self._not_opened(entry, exc)
         if session_id is None:
             self._stateless.add(entry)
         else:
             self._entries[entry.key] = entry
-        if self._take_early_cancel(session_id, key) and method != "initialize":
+        if self._take_early_cancel(session_id, record.request_key) and method != "initialize":
             await self.settle(entry, CANCELLED, None)
             if self.on_remembered_cancel is not None:
-                await self.on_remembered_cancel(session_id, key)
+                await self.on_remembered_cancel(session_id, record.request_key)
         return entry
+
+    async def _not_opened(self, entry: PendingRequest, exc: DuplicateRequest | StoreUnavailable) -> NoReturn:
+        """The sink refused an arriving request: pending at another worker (written through: -32600), or
+        its store did not answer (the caller answers that error; the write may still land: it is settled)."""
+        request_id = entry.request_id
+        if isinstance(exc, DuplicateRequest):
+            if entry.span is not None:
+                entry.span.end(ANSWERED, error_response(request_id, _duplicate(request_id)))
+            raise _duplicate(request_id) from None
+        refused = PendingRequest(record=entry.record, request_id=request_id, deliver=_answered_by_caller)
+        refused.span = entry.span
+        await self.settle(refused, ANSWERED, error_response(request_id, exc))
+        raise exc
 
     async def settle(self, entry: PendingRequest, state: str, response: dict[str, Any] | None) -> bool:
         """Settle ``entry``: ``True`` for the one caller that moves it from pending (it delivers).
