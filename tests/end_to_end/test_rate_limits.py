@@ -1,0 +1,77 @@
+"""Rate limits on live servers: the refusal's exact shape through the official client (both eras), and two
+workers on Redis letting exactly the limit through a parallel burst."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+from mcp import Client, MCPError
+
+from tests.support.live import LiveServer, shared_site, start_server
+from tests.support.multiprocess import open_session
+from tests.support.raw import messages_of, rpc
+
+ECHO_LIMIT = {"per": "address", "target": "tool:echo", "rate": "2/minute", "name": "echo"}
+
+
+async def test_the_refusal_through_the_official_client_in_both_eras(
+    start: Callable[..., LiveServer],
+) -> None:
+    server = start({"RATE_LIMITS": [ECHO_LIMIT]})
+    async with Client(server.url, mode="legacy") as legacy:
+        assert legacy.protocol_version == "2025-11-25"
+        for _ in range(2):
+            assert not (await legacy.call_tool("echo", {"text": "hi"})).is_error
+        with pytest.raises(MCPError) as refused:
+            await legacy.call_tool("echo", {"text": "hi"})
+        assert not (await legacy.call_tool("search_books", {"query": "Calvino"})).is_error  # not limited
+    error = refused.value
+    assert error.code == -31429
+    retry = error.data["retryAfter"]
+    assert isinstance(retry, int)
+    assert 1 <= retry <= 60
+    assert error.message == f"Rate limit 'echo' exceeded; retry after {retry} seconds"
+    assert error.data["limit"] == {
+        "name": "echo",
+        "per": "address",
+        "target": "tool:echo",
+        "rate": "2/minute",
+        "window": "rate",
+        "count": 2,
+        "seconds": 60,
+    }
+    async with Client(server.url) as modern:  # 2026-07-28: the same address, the same count
+        assert modern.protocol_version == "2026-07-28"
+        with pytest.raises(MCPError) as again:
+            await modern.call_tool("echo", {"text": "hi"})
+    assert again.value.code == -31429
+    assert again.value.data["limit"]["name"] == "echo"
+
+
+async def test_two_workers_on_redis_let_exactly_the_limit_through(tmp_path: Path) -> None:
+    limit = {"per": "address", "target": "tool:echo", "rate": "10/hour", "name": "burst"}
+    with shared_site() as env:
+        workers = [start_server(tmp_path, {"RATE_LIMITS": [limit]}, name=name, **env) for name in ("a", "b")]
+        try:
+            async with httpx.AsyncClient(timeout=httpx.Timeout(30.0)) as http:
+                session = await open_session(http, workers[0])
+
+                async def call(n: int) -> dict[str, object]:
+                    body = rpc("tools/call", {"name": "echo", "arguments": {"text": str(n)}}, n)
+                    response = await session.post(workers[n % 2], body)
+                    (answer,) = [m for m in messages_of(response) if m.get("id") == n]
+                    return answer
+
+                answers = await asyncio.gather(*(call(n) for n in range(1, 51)))
+        finally:
+            for worker in workers:
+                worker.stop()
+    passed = [a for a in answers if "result" in a]
+    refused = [a for a in answers if "error" in a]
+    assert len(passed) == 10
+    assert len(refused) == 40
+    assert {a["error"]["code"] for a in refused} == {-31429}
