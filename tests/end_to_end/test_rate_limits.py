@@ -8,12 +8,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
 from mcp import Client, MCPError
 
 from tests.support.live import LiveServer, shared_site, start_server
 from tests.support.multiprocess import open_session
 from tests.support.raw import messages_of, rpc
+from tests.support.wait import wait_for
 
 ECHO_LIMIT = {"per": "address", "target": "tool:echo", "rate": "2/minute", "name": "echo"}
 
@@ -67,6 +69,9 @@ async def test_two_workers_on_redis_let_exactly_the_limit_through(tmp_path: Path
                     return answer
 
                 answers = await asyncio.gather(*(call(n) for n in range(1, 51)))
+            outcomes = await wait_for(
+                lambda: settled_calls(env["DATABASE_URL"], session.id), "the 50 calls in the ledger"
+            )
         finally:
             for worker in workers:
                 worker.stop()
@@ -75,3 +80,19 @@ async def test_two_workers_on_redis_let_exactly_the_limit_through(tmp_path: Path
     assert len(passed) == 10
     assert len(refused) == 40
     assert {a["error"]["code"] for a in refused} == {-31429}
+    # each call recorded once, answered: 10 with a result, 40 with the refusal as their outcome
+    assert sorted(outcomes.values()) == sorted(["result"] * 10 + ["-31429"] * 40)
+
+
+async def settled_calls(database: str, session_id: str) -> dict[str, str] | None:
+    """``tools/call`` rows of the session, settled: request key -> "result" or the error code."""
+    async with await psycopg.AsyncConnection.connect(database) as connection:
+        cursor = await connection.execute(
+            "SELECT request_key, state, outcome FROM mcp_server_ledgerentry"
+            " WHERE session_id = %s AND method = 'tools/call'",
+            (session_id,),
+        )
+        rows = await cursor.fetchall()
+    if len(rows) != 50 or any(state != "answered" for _, state, _ in rows):
+        return None
+    return {key: "result" if "result" in out else str(out["error"]["code"]) for key, _, out in rows}
