@@ -3,7 +3,8 @@
 - ``mcp_server.E070`` ``RATE_LIMITS`` is not a list of valid rules (zero, negative or absurd counts and
   periods, an unknown ``per`` or ``target``, a ``burst`` above the rate's count)
 - ``E071`` ``RATE_LIMIT_CACHE_ALIAS`` names no cache, ``E072`` ``RATE_LIMIT_FAIL_OPEN`` is not a boolean,
-  ``E073`` ``RATE_LIMIT_ERROR_CODE`` is not an integer allowed by the error-code rules
+  ``E073`` ``RATE_LIMIT_ERROR_CODE`` is not an integer allowed by the error-code rules, ``E074``
+  ``RATE_LIMIT_RELOAD`` is neither ``None`` nor a positive number of seconds
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error
 
 from ..conf import MCPSettings
-from ..protocol.limit_rules import parse_rules
-from .base import mcp_check
+from ..core.limit_rules import parse_rules
+from .base import mcp_check, number
 
 __all__ = ["check_rate_limits"]
 
@@ -38,7 +39,7 @@ def _code_problem(code: object) -> str | None:
 
 @mcp_check
 def check_rate_limits(conf: MCPSettings) -> list[CheckMessage]:
-    """E070 to E073: the rate-limit settings."""
+    """E070 to E074: the rate-limit settings."""
     messages: list[CheckMessage] = []
     try:
         parse_rules(conf.RATE_LIMITS)
@@ -55,4 +56,8 @@ def check_rate_limits(conf: MCPSettings) -> list[CheckMessage]:
     if problem is not None:
         text = f"MCP_SERVER['RATE_LIMIT_ERROR_CODE'] {conf.RATE_LIMIT_ERROR_CODE!r} {problem}."
         messages.append(Error(text, id="mcp_server.E073"))
+    reload = conf.RATE_LIMIT_RELOAD
+    if reload is not None and not number(reload):
+        text = "MCP_SERVER['RATE_LIMIT_RELOAD'] must be None or a positive number of seconds."
+        messages.append(Error(text, id="mcp_server.E074"))
     return messages

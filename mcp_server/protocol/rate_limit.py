@@ -21,16 +21,16 @@ from django.core.cache import caches
 
 from ..auth.base import oauth_client_of
 from ..conf import mcp_settings
+from ..core.limit_rules import Rule, compiled_rules, matching_rules
 from ..core.stores import StoreUnavailable, bounded
 from ..wire.errors import RateLimited
 from .limit_counters import count_calls, retry_after
-from .limit_rules import Rule, compiled_rules, matching_rules
 from .task_bounds import client_address
 
 if TYPE_CHECKING:
     from ..core.context import Context
 
-__all__ = ["caller_keys", "rate_refusal"]
+__all__ = ["caller_keys", "current_rules", "rate_refusal"]
 
 logger = logging.getLogger("mcp_server.requests")
 
@@ -38,6 +38,56 @@ WARN_EVERY = 60.0
 """Seconds between two warnings that the rate-limit cache cannot be reached."""
 
 _last_warning = -WARN_EVERY
+
+
+class _Rows:
+    """The admin's rows as this process last read them."""
+
+    read_at = -float("inf")
+    rows: tuple[tuple[str, str, Rule | None], ...] = ()
+    reading = False
+
+
+def _read_rows() -> tuple[tuple[str, str, Rule | None], ...]:
+    from ..models import RateLimit
+
+    out: list[tuple[str, str, Rule | None]] = []
+    for row in RateLimit.objects.all():
+        try:
+            out.append((row.per, row.target, row.as_rule() if row.enabled else None))
+        except ValueError:  # the admin form refuses it; a row written around it is ignored
+            logger.warning("the rate limit %r is not valid and is ignored", row.name)
+    return tuple(out)
+
+
+async def _refresh_rows(every: float) -> None:
+    """Read the rows again when the last read is ``every`` seconds old (one request reads; the others go
+    on with the rows read before)."""
+    now = time.monotonic()
+    if _Rows.reading or now - _Rows.read_at < every:
+        return
+    _Rows.reading = True
+    try:
+        _Rows.rows = await bounded(sync_to_async(_read_rows)(), "database")
+    except Exception:  # the rows read before stay in force; reading is tried again after ``every``
+        logger.debug("the rate limits of the admin could not be read", exc_info=True)
+    finally:
+        _Rows.read_at, _Rows.reading = time.monotonic(), False
+
+
+async def current_rules() -> tuple[Rule, ...]:
+    """``RATE_LIMITS`` with the admin's rows over them (a row replaces the rule with its ``per`` and
+    ``target``; a disabled row removes it), when ``RATE_LIMIT_RELOAD`` is set."""
+    rules = compiled_rules(mcp_settings.RATE_LIMITS)
+    every = mcp_settings.RATE_LIMIT_RELOAD
+    if every is None:
+        return rules
+    await _refresh_rows(float(every))
+    if not _Rows.rows:
+        return rules
+    replaced = {(per, target) for per, target, _ in _Rows.rows}
+    kept = [r for r in rules if (r.per, r.target) not in replaced]
+    return (*kept, *(rule for _, _, rule in _Rows.rows if rule is not None))
 
 
 def caller_keys(ctx: Context) -> dict[str, str]:
@@ -71,7 +121,7 @@ def _warn(exc: BaseException) -> None:
 
 async def rate_refusal(ctx: Context) -> RateLimited | None:
     """The refusal of ``ctx``'s request for a rate limit it is over, or ``None`` when it may run."""
-    rules = compiled_rules(mcp_settings.RATE_LIMITS)
+    rules = await current_rules()
     if not rules:
         return None
     who = caller_keys(ctx)

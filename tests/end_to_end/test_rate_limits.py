@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
@@ -56,22 +57,33 @@ async def test_the_refusal_through_the_official_client_in_both_eras(
 
 async def test_two_workers_on_redis_let_exactly_the_limit_through(tmp_path: Path) -> None:
     limit = {"per": "address", "target": "tool:echo", "rate": "10/hour", "name": "burst"}
+    overrides = {"RATE_LIMITS": [limit], "RATE_LIMIT_RELOAD": 0.5}
     with shared_site() as env:
-        workers = [start_server(tmp_path, {"RATE_LIMITS": [limit]}, name=name, **env) for name in ("a", "b")]
+        workers = [start_server(tmp_path, overrides, name=name, **env) for name in ("a", "b")]
         try:
             async with httpx.AsyncClient(timeout=httpx.Timeout(30.0)) as http:
                 session = await open_session(http, workers[0])
 
-                async def call(n: int) -> dict[str, object]:
+                async def call(n: int) -> dict[str, Any]:
                     body = rpc("tools/call", {"name": "echo", "arguments": {"text": str(n)}}, n)
                     response = await session.post(workers[n % 2], body)
                     (answer,) = [m for m in messages_of(response) if m.get("id") == n]
                     return answer
 
                 answers = await asyncio.gather(*(call(n) for n in range(1, 51)))
-            outcomes = await wait_for(
-                lambda: settled_calls(env["DATABASE_URL"], session.id), "the 50 calls in the ledger"
-            )
+                outcomes = await wait_for(
+                    lambda: settled_calls(env["DATABASE_URL"], session.id), "the 50 calls in the ledger"
+                )
+                # a row staff add in the admin (here written straight into its table) limits the other
+                # worker within RATE_LIMIT_RELOAD seconds, with no restart
+                await add_row(env["DATABASE_URL"])
+
+                async def refused_on_b() -> dict[str, Any] | None:
+                    body = rpc("tools/call", {"name": "search_books", "arguments": {"query": "x"}}, "s")
+                    (answer,) = messages_of(await session.post(workers[1], body))
+                    return answer if "error" in answer else None
+
+                row_refusal = await wait_for(refused_on_b, "the admin's row applied on worker b")
         finally:
             for worker in workers:
                 worker.stop()
@@ -80,8 +92,18 @@ async def test_two_workers_on_redis_let_exactly_the_limit_through(tmp_path: Path
     assert len(passed) == 10
     assert len(refused) == 40
     assert {a["error"]["code"] for a in refused} == {-31429}
+    assert row_refusal["error"]["data"]["limit"]["name"] == "admin row"
     # each call recorded once, answered: 10 with a result, 40 with the refusal as their outcome
     assert sorted(outcomes.values()) == sorted(["result"] * 10 + ["-31429"] * 40)
+
+
+async def add_row(database: str) -> None:
+    async with await psycopg.AsyncConnection.connect(database) as connection:
+        await connection.execute(
+            "INSERT INTO mcp_server_ratelimit (name, per, target, rate, enabled, updated)"
+            " VALUES ('admin row', 'address', 'tool:search_books', '1/hour', true, now())"
+        )
+        await connection.commit()
 
 
 async def settled_calls(database: str, session_id: str) -> dict[str, str] | None:

@@ -50,3 +50,10 @@ def test_e073_codes_the_rules_reserve(code: Any) -> None:
 @pytest.mark.parametrize("code", [-31429, -32019, 429, -1])
 def test_e073_allowed_codes(code: int) -> None:
     assert ids(RATE_LIMIT_ERROR_CODE=code) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [(None, []), (5.0, []), (0, ["mcp_server.E074"]), ("5", ["mcp_server.E074"])]
+)
+def test_e074_reload(value: Any, expected: list[str]) -> None:
+    assert ids(RATE_LIMIT_RELOAD=value) == expected

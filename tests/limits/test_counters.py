@@ -10,8 +10,8 @@ import pytest
 from django.core.cache.backends.locmem import LocMemCache
 from django.core.cache.backends.redis import RedisCache
 
+from mcp_server.core.limit_rules import matching_rules, parse_rule, parse_rules
 from mcp_server.protocol.limit_counters import count_calls, redis_client
-from mcp_server.protocol.limit_rules import matching_rules, parse_rule, parse_rules
 from tests.support.wait import wait_for
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
