@@ -118,3 +118,17 @@ async def settled_calls(database: str, session_id: str) -> dict[str, str] | None
     if len(rows) != 50 or any(state != "answered" for _, state, _ in rows):
         return None
     return {key: "result" if "result" in out else str(out["error"]["code"]) for key, _, out in rows}
+
+
+async def test_the_demo_sites_low_limit(start: Callable[..., LiveServer]) -> None:
+    from tests.settings import DEMO_RATE_LIMITS
+
+    server = start({"RATE_LIMITS": DEMO_RATE_LIMITS})
+    async with Client(server.url) as client:
+        for _ in range(5):
+            assert not (await client.call_tool("get_book", {"book_id": 1})).is_error
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("get_book", {"book_id": 1})
+    assert refused.value.code == -31429
+    assert refused.value.data["limit"]["name"] == "demo: get_book, anonymous"
+    assert 1 <= refused.value.data["retryAfter"] <= 60
