@@ -59,7 +59,7 @@ from bench.loadgen import Connection, replies_in  # noqa: E402
 from mcp_server.checks import SQLITE_OPTIONS  # noqa: E402
 from tests.support.admin import create_superuser  # noqa: E402
 from tests.support.auth import manage  # noqa: E402
-from tests.support.live import DAPHNE, LiveServer, postgres_database, start_server  # noqa: E402
+from tests.support.live import DAPHNE, LiveServer, postgres_database, start_command  # noqa: E402
 
 SETUPS = ("sqlite-readme", "sqlite-default", "postgresql")
 WRITE_TOOLS = ("write_author", "add_author", "shelf_create", "drf_books_create", "drf_books_restock")
@@ -89,7 +89,7 @@ def worker(
         else:
             options = SQLITE_OPTIONS if setup == "sqlite-readme" else {}
             env["MCP_TEST_SQLITE_OPTIONS"] = json.dumps(options)
-        server = start_server(directory / setup, {}, name=setup, command=command, **env)
+        server = start_command(directory / setup, command, {}, name=setup, env=env)
         try:
             yield server
         finally:

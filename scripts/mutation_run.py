@@ -43,11 +43,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 NOT_THOUSAND = ["-k", "not thousand"]  # the 1000-cancel stress test alone takes ~25 s
 TARGETS: dict[str, list[str]] = {
-    "mcp_server/protocol/settlement.py": [
+    "mcp_server/runtime/requests.py": [
         "tests/protocol/test_settlement.py",
         "tests/runtime/test_runtime.py",
         "tests/transports/test_exchange.py",
         "tests/ledger/test_backends.py",
+    ],
+    "mcp_server/protocol/settlement.py": [
+        "tests/protocol/test_settlement.py",
+        "tests/runtime/test_runtime.py",
     ],
     "mcp_server/protocol/guarantee.py": [
         "tests/protocol/test_guarantee.py",

@@ -3,7 +3,7 @@
 A token revoked, changed or deleted (the admin, ``manage.py mcp_token revoke``, ``AccessToken.revoke()``), a
 user deactivated, changed or deleted: once the change is committed, :func:`announce` broadcasts a
 :class:`~mcp_server.wire.messages.CredentialChanged` over the channel layer, and every worker checks the
-credential of that user's open streams again (:class:`~mcp_server.protocol.credentials.CredentialWatches`).
+credential of that user's open streams again (:class:`~mcp_server.runtime.credentials.CredentialWatches`).
 Without a channel layer, or when it cannot be reached, the periodic check (``STREAM_RECHECK_INTERVAL``)
 still ends them.
 """

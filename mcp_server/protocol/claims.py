@@ -18,7 +18,8 @@ import weakref
 
 from ..core.context import Context
 from ..wire.errors import RequestSettled
-from .settlement import PendingRequest, RequestTable
+from .interfaces import PendingRequests
+from .settlement import PendingRequest
 
 __all__ = ["RequestClaim"]
 
@@ -28,7 +29,7 @@ class RequestClaim:
 
     __slots__ = ("ctx", "entry", "joined", "table")
 
-    def __init__(self, table: RequestTable, entry: PendingRequest, ctx: Context) -> None:
+    def __init__(self, table: PendingRequests, entry: PendingRequest, ctx: Context) -> None:
         self.table = table
         self.entry = entry
         self.ctx = weakref.ref(ctx)

@@ -2,7 +2,8 @@
 stream).
 
 A request is authenticated once, when it arrives; a stream outlives that moment. While a stream of an
-authenticated caller is open, :meth:`CredentialWatches.watch` authenticates its request again every
+authenticated caller is open, the process's table of watches
+(:meth:`mcp_server.runtime.credentials.CredentialWatches.watch`) authenticates its request again every
 ``STREAM_RECHECK_INTERVAL`` seconds, and at once when a
 :class:`~mcp_server.wire.messages.CredentialChanged` names the stream's user (a token revoked, a user
 deactivated or deleted: :mod:`mcp_server.auth.revocation` broadcasts it to every worker). The check is the
@@ -14,18 +15,14 @@ another user or credential than the stream's, the stream is ended through the ca
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import io
-import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..conf import mcp_settings
+from ..core.moved import moved_names
 
-__all__ = ["CredentialWatch", "CredentialWatches", "same_credential"]
-
-logger = logging.getLogger("mcp_server.auth")
+__all__ = ["CredentialWatch", "End", "authenticated", "same_credential"]
 
 End = Callable[[str], Awaitable[None]]
 """Ends a stream; given the reason (e.g. ``"credential revoked"``)."""
@@ -44,7 +41,8 @@ def same_credential(first: tuple[Any, Any], second: tuple[Any, Any]) -> bool:
     )
 
 
-def _authenticated(user: Any, auth: Any) -> bool:
+def authenticated(user: Any, auth: Any) -> bool:
+    """Whether ``(user, auth)`` is a caller whose credential can be checked again (not an anonymous one)."""
     return auth is not None or bool(getattr(user, "is_authenticated", False))
 
 
@@ -81,49 +79,5 @@ class CredentialWatch:
         return same_credential((self.user, self.auth), now)
 
 
-class CredentialWatches:
-    """The credentials of the streams this process holds (one runtime's)."""
-
-    def __init__(self) -> None:
-        self._open: set[CredentialWatch] = set()
-
-    def __len__(self) -> int:
-        return len(self._open)
-
-    def poke(self, user_id: Any) -> int:
-        """Check the credential of every stream of ``user_id`` now; returns how many."""
-        count = 0
-        for watch in list(self._open):
-            if watch.user_id is not None and str(watch.user_id) == str(user_id):
-                watch.wake.set()
-                count += 1
-        return count
-
-    def watch(self, scope: dict[str, Any], user: Any, auth: Any, end: End) -> asyncio.Task[None] | None:
-        """Watch a stream's credential (from now on: a change announced at once is not missed) until the
-        task is cancelled (the stream ended), or until the credential no longer authenticates: then ``end``
-        is awaited and the task returns. ``None`` for an anonymous stream: nothing to watch."""
-        if not _authenticated(user, auth):
-            return None
-        watch = CredentialWatch(scope=scope, user=user, auth=auth)
-        self._open.add(watch)
-        task = asyncio.create_task(self._hold(watch, end), name="mcp stream credential")
-        task.add_done_callback(lambda _task: self._open.discard(watch))
-        return task
-
-    async def _hold(self, watch: CredentialWatch, end: End) -> None:
-        interval = float(mcp_settings.STREAM_RECHECK_INTERVAL)
-        while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(interval):
-                    await watch.wake.wait()
-            watch.wake.clear()
-            try:
-                valid = await watch.still_valid()
-            except Exception:  # a store that does not answer: the stream stays, checked next time
-                logger.warning("could not check an open stream's credential", exc_info=True)
-                continue
-            if not valid:
-                logger.info("an open stream's credential no longer authenticates: the stream ends")
-                await end("credential no longer valid")
-                return
+# The table of the streams a process holds is its state: it moved to the runtime (with a warning).
+__getattr__ = moved_names(__name__, {"CredentialWatches": "mcp_server.runtime.credentials"})

@@ -1,43 +1,30 @@
-"""Settlement: the one path by which every request ends, exactly once.
+"""Settlement: what it is for a request to end, exactly once, whatever ends it.
 
-The worker process that holds a request's exchange (the HTTP POST waiting for it, or the stdio loop) decides
-its settlement in memory: :meth:`RequestTable.settle` is a compare-and-set on the entry's state, and only
-the caller that moves it from ``pending`` delivers a reply (or, for a cancel, none). Every way a request can
-end goes through it: its answer, a deadline, the client's cancel, the session's end, an operator's abort,
-shutdown. Other workers reach the holder with the typed messages of :mod:`~mcp_server.wire.messages`;
-the ledger records each settlement behind the request path (:class:`~mcp_server.runtime.writer.LedgerWriter`)
-and decides by its own compare-and-set only for requests no live worker holds (a dead worker's orphans).
+A request held by a worker is a :class:`PendingRequest` until it is settled: answered, cancelled, closed
+(its session or the server went away), timed out or aborted by an operator, each a ledger state. Its reply
+is encoded once, by the settlement, and what is delivered is what the ledger keeps (:func:`outcome_of`).
+The settlement itself, a compare-and-set on the entry's state that only one caller wins, is the process's
+request table's (:class:`~mcp_server.runtime.requests.RequestTable`, the per-process state, handed to
+protocol code as :class:`~mcp_server.protocol.interfaces.PendingRequests`). Other workers reach the holder
+with the typed messages of :mod:`~mcp_server.wire.messages`; the ledger records each settlement behind the
+request path (:class:`~mcp_server.runtime.writer.LedgerWriter`, a :class:`RecordSink`) and decides by its
+own compare-and-set only for requests no live worker holds (a dead worker's orphans).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any, Protocol
 
-from ..conf import now as clock_now
-from ..core.records import (
-    CLIENT_LENGTH,
-    NAME_LENGTH,
-    OAUTH_CLIENT_LENGTH,
-    DuplicateRequest,
-    LedgerRecord,
-    long_id_of,
-    request_key,
-    storable,
-    storable_outcome,
-)
+from ..core.moved import moved_names
+from ..core.records import LedgerRecord, storable_outcome
 from ..core.rounds import round_token
 from ..core.states import State
-from ..core.stores import StoreUnavailable
-from ..telemetry import RequestSpan, RequestTelemetry, load_telemetry
-from ..wire.errors import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_ABORTED, JSONRPCError, RequestSettled
-from ..wire.jsonrpc import MAX_METHOD_LENGTH, Reply, RequestId, encode_reply, error_response, id_problem
+from ..telemetry import RequestSpan
+from ..wire.errors import CONNECTION_CLOSED, REQUEST_ABORTED, JSONRPCError
+from ..wire.jsonrpc import Reply, RequestId, error_response
 
 __all__ = [
     "ABORTED",
@@ -50,14 +37,11 @@ __all__ = [
     "Deliver",
     "PendingRequest",
     "RecordSink",
-    "RequestTable",
     "aborted_response",
     "closed_response",
     "name_of",
     "outcome_of",
 ]
-
-logger = logging.getLogger("mcp_server.requests")
 
 PENDING = State.PENDING.value
 ANSWERED = State.ANSWERED.value
@@ -65,12 +49,6 @@ CANCELLED = State.CANCELLED.value
 CLOSED = State.CLOSED.value
 TIMED_OUT = State.TIMED_OUT.value
 ABORTED = State.ABORTED.value
-
-EARLY_CANCEL_WINDOW = 30.0
-"""Seconds a cancel for an id not (yet) known here is remembered: its request may still arrive (I9)."""
-
-EARLY_CANCEL_LIMIT = 10_000
-"""At most this many early cancels are remembered per process (oldest forgotten first)."""
 
 Deliver = Callable[["PendingRequest", dict[str, Any] | None], Awaitable[None]]
 """Called once per request by the settlement that wins: the response, or ``None`` (cancelled)."""
@@ -115,10 +93,6 @@ def name_of(method: str, params: dict[str, Any]) -> str:
     if method.startswith("tasks/"):
         return str(params.get("taskId", ""))
     return ""
-
-
-async def _answered_by_caller(entry: PendingRequest, response: dict[str, Any] | None) -> None:
-    """The delivery of a request refused while being opened: its caller answers the error it raised."""
 
 
 def outcome_of(response: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -170,265 +144,10 @@ class PendingRequest:
         return self.record.session_id, self.record.request_key
 
 
-class RequestTable:
-    """This process's pending requests; settles each exactly once and records it in ``sink``."""
-
-    def __init__(
-        self,
-        sink: RecordSink,
-        *,
-        worker_id: str,
-        channel: Callable[[], str] = lambda: "",
-        on_remembered_cancel: Callable[[str | None, str], Awaitable[None]] | None = None,
-    ) -> None:
-        self.sink = sink
-        self.on_remembered_cancel = on_remembered_cancel
-        """Called when a remembered cancel (I9) settled its request: other workers may forget theirs."""
-        self.worker_id = worker_id
-        self._channel = channel
-        self._entries: dict[tuple[str | None, str], PendingRequest] = {}
-        self._stateless: set[PendingRequest] = set()
-        self._early_cancels: OrderedDict[tuple[str | None, str], float] = OrderedDict()
-        self.telemetry: RequestTelemetry | None = load_telemetry()
-        """Spans and metrics of the requests (``None``: OpenTelemetry is not installed, or is turned off)."""
-
-    def __len__(self) -> int:
-        return len(self._entries) + len(self._stateless)
-
-    def pending(self, session_id: str | None = None) -> list[PendingRequest]:
-        """Pending requests held here, of one session or all."""
-        entries = [*self._entries.values(), *self._stateless]
-        return [e for e in entries if session_id is None or e.session_id == session_id]
-
-    def get(self, session_id: str | None, key: str, pk: Any = None) -> PendingRequest | None:
-        """The pending request with that session and stored id, if held here. A sessionless request is
-        named by its ledger key ``pk`` as well: several clients may use the same id."""
-        if session_id is None:
-            if pk is None:  # not stored yet (the ledger is written behind): nobody can name it
-                return None
-            return next((e for e in self._stateless if e.record.pk == pk and e.key[1] == key), None)
-        return self._entries.get((session_id, key))
-
-    def _record(
-        self,
-        session_id: str | None,
-        request_id: RequestId,
-        key: str,
-        method: str,
-        *,
-        name: str,
-        user_id: int | None,
-        seconds: float | None,
-        lease: float,
-        protocol_version: str,
-        round_of: str,
-        client: str,
-        oauth_client: tuple[str, str],
-    ) -> LedgerRecord:
-        """The ledger record of an arriving request, each text cut to what its column holds."""
-        now = clock_now()
-        return LedgerRecord(
-            session_id=session_id,
-            request_key=key,
-            method=storable(method, MAX_METHOD_LENGTH),
-            name=storable(name, NAME_LENGTH),
-            user_id=user_id,
-            worker=self.worker_id,
-            channel=self._channel(),
-            created=now,
-            deadline=now + timedelta(seconds=seconds) if seconds else None,
-            lease_expires=now + timedelta(seconds=lease),
-            protocol_version=protocol_version,
-            round_of=round_of,
-            client=storable(client, CLIENT_LENGTH),
-            long_id=long_id_of(request_id, key),
-            oauth_client_id=storable(oauth_client[0], OAUTH_CLIENT_LENGTH),
-            oauth_client_name=storable(oauth_client[1], OAUTH_CLIENT_LENGTH),
-        )
-
-    async def open(
-        self,
-        session_id: str | None,
-        request_id: RequestId,
-        method: str,
-        deliver: Deliver,
-        *,
-        name: str = "",
-        user_id: int | None = None,
-        seconds: float | None = None,
-        lease: float = 30.0,
-        protocol_version: str = "",
-        round_of: str = "",
-        client: str = "",
-        oauth_client: tuple[str, str] = ("", ""),
-        params: dict[str, Any] | None = None,
-        transport: str = "http",
-        headers: dict[str, Any] | None = None,
-    ) -> PendingRequest:
-        """Take an arriving request. Raises -32600 for an id pending in the same session, or one no
-        request may have (see :func:`~mcp_server.wire.jsonrpc.id_problem`; the transports refuse it first).
-
-        A request whose cancel arrived first (I9) is settled as cancelled at once: it never runs.
-        ``round_of`` links a retry to the ``input_required`` round it answers (2026-07-28).
-        ``oauth_client``: ``(client_id, name)`` of the OAuth client that sent it
-        (:func:`~mcp_server.auth.base.oauth_client_of`). Its span starts from ``params`` (``_meta``),
-        ``transport`` (``"http"`` or ``"stdio"``) and ``headers`` (the HTTP request's ``META``).
-        """
-        if (problem := id_problem(request_id)) is not None:
-            raise JSONRPCError(INVALID_REQUEST, f"Invalid request: {problem}")
-        key = request_key(request_id)
-        if session_id is not None and (session_id, key) in self._entries:
-            raise _duplicate(request_id)
-        record = self._record(
-            session_id,
-            request_id,
-            key,
-            method,
-            name=name,
-            user_id=user_id,
-            seconds=seconds,
-            lease=lease,
-            protocol_version=protocol_version,
-            round_of=round_of,
-            client=client,
-            oauth_client=oauth_client,
-        )
-        entry = PendingRequest(record=record, request_id=request_id, deliver=deliver)
-        if self.telemetry is not None:
-            entry.span = self.telemetry.start(record, request_id, params, transport, headers)
-        try:
-            await self.sink.opened(record)
-        except DuplicateRequest:
-            if entry.span is not None:
-                entry.span.end(ANSWERED, error_response(request_id, _duplicate(request_id)))
-            raise _duplicate(request_id) from None
-        except StoreUnavailable as exc:  # the caller answers this error; the write may still land: settle it
-            refused = PendingRequest(record=record, request_id=request_id, deliver=_answered_by_caller)
-            refused.span = entry.span
-            await self.settle(refused, ANSWERED, error_response(request_id, exc))
-            raise
-        if session_id is None:
-            self._stateless.add(entry)
-        else:
-            self._entries[entry.key] = entry
-        if self._take_early_cancel(session_id, key) and method != "initialize":
-            await self.settle(entry, CANCELLED, None)
-            if self.on_remembered_cancel is not None:
-                await self.on_remembered_cancel(session_id, key)
-        return entry
-
-    async def settle(self, entry: PendingRequest, state: str, response: dict[str, Any] | None) -> bool:
-        """Settle ``entry``: ``True`` for the one caller that moves it from pending (it delivers).
-
-        The response is encoded here, once (``entry.reply``): one that JSON cannot carry is replaced by the
-        error :func:`~mcp_server.wire.jsonrpc.encode_reply` makes of it, and that is what is both delivered
-        and recorded.
-        """
-        if entry.state != PENDING or (entry.claimed and asyncio.current_task() is not entry.task):
-            return False
-        entry.state = state
-        if response is not None:
-            entry.reply = encode_reply(response)
-            if entry.reply.message is not response:
-                logger.warning(
-                    "the response to %r (%s) could not be sent as JSON; answered: %s",
-                    entry.request_id,
-                    entry.method,
-                    entry.reply.message["error"]["message"],
-                )
-                response = entry.reply.message
-        if entry.session_id is None:
-            self._stateless.discard(entry)
-        elif self._entries.get(entry.key) is entry:
-            del self._entries[entry.key]
-        if (
-            state not in (ANSWERED, TIMED_OUT)
-            and entry.task is not None
-            and entry.task is not asyncio.current_task()
-        ):
-            entry.task.cancel()
-        record = entry.record
-        record.outcome = outcome_of(response)
-        record.settled_at = clock_now()
-        record.state = state
-        try:
-            await entry.deliver(entry, response)
-        finally:
-            if entry.span is not None:
-                entry.span.end(state, response)
-            try:
-                await self.sink.settled(record)
-            except Exception:  # the reply went out; the record converges when the store answers
-                logger.exception("could not record the settlement of %r", entry.request_id)
-        return True
-
-    def claim(self, entry: PendingRequest) -> None:
-        """The handler claims the request's answer before its writes commit: from now on, a cancel, the end
-        of the session, an operator's abort or shutdown no longer settle it; its own task does, with the
-        handler's result. Raises :class:`RequestSettled` if one of them did already."""
-        if entry.state != PENDING:
-            raise RequestSettled(entry.state)
-        entry.claimed = True
-
-    async def cancel(self, session_id: str | None, key: str, *, remember: bool = True) -> bool:
-        """The client cancelled: stop the request and send nothing for it. ``initialize`` is not cancellable.
-
-        An id not held here is remembered for :data:`EARLY_CANCEL_WINDOW` seconds (``remember``): its request
-        may be on its way to this worker.
-        """
-        entry = self._entries.get((session_id, key))
-        if entry is None:
-            if remember and session_id is not None:
-                self._remember_early_cancel(session_id, key)
-            return False
-        return entry.method != "initialize" and await self.settle(entry, CANCELLED, None)
-
-    async def close_session(self, session_id: str, reason: str) -> int:
-        """Answer every request of the session held here with -32000 ``Connection closed: <reason>``."""
-        closed = 0
-        for entry in self.pending(session_id):
-            closed += await self.settle(entry, CLOSED, closed_response(entry.request_id, reason))
-        if self.telemetry is not None:
-            self.telemetry.session_closed(session_id)
-        return closed
-
-    async def shutdown(self, reason: str = "server shutting down") -> int:
-        """Answer every request held here with -32000 (graceful shutdown)."""
-        closed = 0
-        for entry in self.pending():
-            closed += await self.settle(entry, CLOSED, closed_response(entry.request_id, reason))
-        return closed
-
-    async def refuse(self, record: LedgerRecord) -> None:
-        """The ledger refused a request as a duplicate of one pending at another worker: answer -32600."""
-        for entry in self.pending(record.session_id):
-            if entry.record is record:
-                refused = error_response(entry.request_id, _duplicate(entry.request_id))
-                if await self.settle(entry, ANSWERED, refused) and entry.task is not None:
-                    entry.task.cancel()  # it must not go on with its side effects
-                return
-
-    def forget_cancel(self, session_id: str | None, key: str) -> None:
-        """Another worker settled the request a remembered cancel was for: the id may be used again."""
-        self._early_cancels.pop((session_id, key), None)
-
-    # -- cancels that overtake their request (I9) ----------------------------------------------------------
-
-    def _remember_early_cancel(self, session_id: str, key: str) -> None:
-        now = time.monotonic()
-        self._early_cancels[(session_id, key)] = now + EARLY_CANCEL_WINDOW
-        self._early_cancels.move_to_end((session_id, key))
-        while self._early_cancels and (
-            len(self._early_cancels) > EARLY_CANCEL_LIMIT or next(iter(self._early_cancels.values())) < now
-        ):
-            self._early_cancels.popitem(last=False)
-
-    def _take_early_cancel(self, session_id: str | None, key: str) -> bool:
-        if not self._early_cancels:
-            return False
-        expires = self._early_cancels.pop((session_id, key), None)
-        return expires is not None and expires >= time.monotonic()
-
-
-def _duplicate(request_id: RequestId) -> JSONRPCError:
-    return JSONRPCError(INVALID_REQUEST, f"Request id {request_id!r} is already in flight in this session")
+# The request table is the process's state: it moved to the runtime (the name still imports, with a warning).
+__getattr__ = moved_names(
+    __name__,
+    dict.fromkeys(
+        ["RequestTable", "EARLY_CANCEL_WINDOW", "EARLY_CANCEL_LIMIT"], "mcp_server.runtime.requests"
+    ),
+)

@@ -11,8 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..core.stores import CHANNEL_LAYER, bounded
-from ..protocol.credentials import CredentialWatches
-from ..protocol.settlement import ABORTED, RequestTable, aborted_response
+from ..protocol.settlement import ABORTED, aborted_response
 from ..sessions import SessionCache
 from ..wire.messages import (
     WORKERS_GROUP,
@@ -32,8 +31,10 @@ from ..wire.messages import (
     WorkerMessage,
     to_event,
 )
+from .credentials import CredentialWatches
 from .listeners import ListenerTable
 from .outbound import OutboundTable
+from .requests import RequestTable
 from .stream_hub import StreamHub
 from .streams import SessionStreams
 from .tasks import TaskRunner

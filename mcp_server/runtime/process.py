@@ -26,8 +26,6 @@ from ..conf import mcp_settings
 from ..core.records import LedgerRecord, request_key
 from ..core.stores import CHANNEL_LAYER, bounded, store_timeout
 from ..ledger import Ledger, get_ledger
-from ..protocol.credentials import CredentialWatches
-from ..protocol.settlement import RequestTable
 from ..sessions import SessionCache, aend_session
 from ..stores.events import EventStore, get_event_store
 from ..stores.tasks import new_task_store
@@ -38,9 +36,11 @@ from ..wire.messages import (
     parse_event,
 )
 from .acts import WorkerMessages
+from .credentials import CredentialWatches
 from .event_writer import EventWriter
 from .listeners import ListenerTable
 from .outbound import OutboundTable
+from .requests import RequestTable
 from .stream_hub import StreamHub
 from .streams import SessionStreams, StreamSink
 from .tasks import TaskRunner

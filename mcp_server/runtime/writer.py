@@ -17,11 +17,8 @@ hold, values too long for their columns) and tried again at once; one still refu
 times is dropped with an error in the log (a settled request then has
 no row, a pending row is settled -32000 by the upkeep once its lease runs out).
 
-``LEDGER_FLUSH_INTERVAL = 0`` writes through: each open and settle waits for its own write, and a pending
-duplicate is refused before the request runs. The wait lasts at most ``STORE_TIMEOUT``: a request whose
-open times out is answered with :class:`~mcp_server.core.stores.StoreUnavailable`, and the write, still on
-its way in the writer's thread, is followed up behind the request path when it lands (the row it left
-pending is settled then).
+``LEDGER_FLUSH_INTERVAL = 0`` writes through instead: each open and settle waits for its own write
+(:mod:`~mcp_server.runtime.write_through`).
 """
 
 from __future__ import annotations
@@ -30,7 +27,7 @@ import asyncio
 import dataclasses
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -39,10 +36,10 @@ from django.db import close_old_connections, transaction
 from ..conf import now as clock_now
 from ..core.records import DuplicateRequest, LedgerRecord, make_storable
 from ..core.states import State
-from ..core.stores import StoreUnavailable, is_unavailable, store_timeout
-from ..ledger.inflight import InFlight
+from ..core.stores import is_unavailable
 from ..stores.ledger.base import Ledger
-from .batching import BatchLoop
+from .inflight import InFlight
+from .write_through import WriteThrough
 
 __all__ = ["MAX_ATTEMPTS", "LedgerWriter"]
 
@@ -55,7 +52,7 @@ MAX_ATTEMPTS = 5
 """Times the store may refuse a record (not fail to answer: refuse it) before the writer drops it."""
 
 
-class LedgerWriter(BatchLoop):
+class LedgerWriter(WriteThrough):
     """Queues ledger writes and flushes them in batches (or writes through when ``interval`` is 0)."""
 
     what = "ledger"
@@ -70,22 +67,17 @@ class LedgerWriter(BatchLoop):
         on_refused: Refused | None = None,
         timeout: float | None = None,
     ) -> None:
-        super().__init__(interval)
+        super().__init__(interval, timeout)
         self.ledger = ledger
         self.on_refused = on_refused
-        self.timeout = timeout
-        """Longest wait of a write-through (default ``STORE_TIMEOUT``)."""
-        self._inserts: dict[int, LedgerRecord] = {}
-        self._updates: dict[int, LedgerRecord] = {}
         self._writing: dict[int, LedgerRecord] = {}
         self._flushing: dict[int, LedgerRecord] = {}
-        self._in_doubt: dict[int, LedgerRecord] = {}
         self._attempts: dict[int, int] = {}
         self._adopted: dict[int, tuple[LedgerRecord, bool | None]] = {}
         """Records a handler's transaction stores as answered (``claim_answer``): record, and whether the
         transaction inserts it (its pending row was still queued) rather than updating its row (``None``:
         its pending row was in the batch being written: decided in the handler's thread, see
-        :class:`~mcp_server.ledger.inflight.InFlight`)."""
+        :class:`~mcp_server.runtime.inflight.InFlight`)."""
         self._flight = InFlight()
         self._parked: dict[int, tuple[LedgerRecord, bool]] = {}
         """Settled records claimed while their batch was in flight, until that batch is done."""
@@ -93,11 +85,6 @@ class LedgerWriter(BatchLoop):
         self._lock = asyncio.Lock()
         self.dropped = 0
         """Records dropped because the store refused them :data:`MAX_ATTEMPTS` times."""
-
-    @property
-    def write_through(self) -> bool:
-        """Whether each write waits for the store (``LEDGER_FLUSH_INTERVAL`` is 0)."""
-        return self.interval == 0
 
     def __len__(self) -> int:
         """Records waiting to be written."""
@@ -146,7 +133,7 @@ class LedgerWriter(BatchLoop):
         (:meth:`answer_within`): whether it can, which it can when the ledger writes in that database. A
         record still queued is taken out of the queue (the transaction inserts it); one being written right
         now is never waited for (the handler's transaction may hold the lock that batch needs): the handler's
-        thread finds out whether it landed (:class:`~mcp_server.ledger.inflight.InFlight`)."""
+        thread finds out whether it landed (:class:`~mcp_server.runtime.inflight.InFlight`)."""
         key = id(record)
         if not self.ledger.joins(using):
             return False
@@ -368,67 +355,3 @@ class LedgerWriter(BatchLoop):
             refused: list[LedgerRecord] = write_claimed(inserts, keys, updates, self._flight)[0]
             return refused
         return self.ledger.write_batch(inserts, updates)
-
-    # -- writing through ---------------------------------------------------------------------------------
-
-    async def _write_through(
-        self, inserts: list[LedgerRecord], updates: list[LedgerRecord], *, made_storable: bool = False
-    ) -> list[LedgerRecord]:
-        """One write, waited for at most ``timeout`` seconds; one that outlives it is followed up behind."""
-        limit = store_timeout() if self.timeout is None else self.timeout
-        future = asyncio.get_running_loop().run_in_executor(
-            self._executor, self._write_sync, inserts, updates
-        )
-        try:
-            async with asyncio.timeout(limit):
-                return await asyncio.shield(future)
-        except (TimeoutError, asyncio.CancelledError) as exc:
-            for record in [*inserts, *updates]:
-                self._in_doubt[id(record)] = record
-            future.add_done_callback(functools.partial(self._landed, inserts, updates))
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            raise StoreUnavailable("ledger", f"did not answer within {limit:g}s") from None
-        except Exception as exc:
-            if is_unavailable(exc):
-                raise StoreUnavailable("ledger", f"cannot be reached ({type(exc).__name__})") from exc
-            if made_storable:
-                raise
-            for record in [*inserts, *updates]:  # refused a value: once more, with what the store can hold
-                make_storable(record)
-            return await self._write_through(inserts, updates, made_storable=True)
-
-    async def _settle_through(self, record: LedgerRecord) -> None:
-        """Write a settlement through; one the store cannot take now is queued behind (never raises)."""
-        inserts, updates = ([record], []) if record.pk is None else ([], [record])
-        try:
-            await self._write_through(inserts, updates)
-        except StoreUnavailable as exc:
-            if id(record) not in self._in_doubt:  # not written: behind, with retries
-                self._queue_behind(inserts, updates)
-            logger.warning("settlement of %r recorded behind the request: %s", record.request_key[:100], exc)
-        except Exception:
-            logger.exception("could not record the settlement of %s", record.request_key[:100])
-            self._queue_behind(inserts, updates)
-
-    def _landed(
-        self, inserts: list[LedgerRecord], updates: list[LedgerRecord], future: asyncio.Future[Any]
-    ) -> None:
-        """A write-through that outlived its wait is done: write what happened since, behind."""
-        for record in [*inserts, *updates]:
-            self._in_doubt.pop(id(record), None)
-        if future.cancelled() or future.exception() is not None:
-            self._queue_behind([r for r in inserts if r.state != State.PENDING], updates)
-            return
-        refused = {id(r) for r in future.result()}
-        written = [r for r in inserts if id(r) not in refused and r.pk is not None]
-        self._queue_behind([], [r for r in written if r.state != State.PENDING])
-
-    def _queue_behind(self, inserts: Iterable[LedgerRecord], updates: Iterable[LedgerRecord]) -> None:
-        for record in inserts:
-            record.pk = None
-            self._inserts[id(record)] = record
-        for record in updates:
-            self._updates[id(record)] = record
-        if self._inserts or self._updates:
-            self._wake()

@@ -1,4 +1,5 @@
-"""The Streamable HTTP endpoint as a Channels consumer: POST, GET (standalone SSE stream) and DELETE.
+"""The Streamable HTTP endpoint as a Channels consumer: POST, GET (standalone SSE stream, served by
+:mod:`~mcp_server.transports.get_stream`) and DELETE.
 
 One consumer instance serves one HTTP exchange. It has no channel-layer name of its own: what other worker
 processes send (a cancel, a session's end, messages for a GET stream) reaches the process's runtime, which
@@ -20,7 +21,6 @@ and sees every thread recover.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import io
 import logging
 import re
@@ -37,23 +37,20 @@ from ..core.context import SessionState
 from ..core.stores import StoreUnavailable, is_unavailable
 from ..registry.server import MCPServer
 from ..runtime import Runtime, get_runtime
-from ..stores.events.base import parse_event_id
 from ..wire.asgi import (
     Header,
-    body_chunk,
     body_end,
     header,
-    response_start,
     send_empty_response,
     send_json_response,
 )
 from ..wire.errors import INTERNAL_ERROR, JSONRPCError
-from ..wire.jsonrpc import encode_message, encode_reply, error_response
+from ..wire.jsonrpc import encode_reply, error_response
 from ..wire.versions import BATCH_VERSIONS, DEFAULT_HEADER_VERSION, SUPPORTED_VERSIONS
-from . import sse
 from .exchange import PostExchange
+from .get_stream import GetStream, open_log
 from .post import HANDSHAKE_HEADER, parse_post
-from .resumable import EventLog, serve_resumed
+from .resumable import serve_resumed
 from .rules import Headers, HTTPProblem, accepts, check_origin_and_host, headers_of
 from .shutdown import install_shutdown_hooks
 from .v2026_07_28 import ALLOW_POST, SessionlessPost, is_sessionless_post, sessionless_not_allowed
@@ -75,14 +72,13 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         self.server = server
         self.runtime = runtime if runtime is not None else get_runtime()
         self.disconnected = False
-        self.stream_session: str | None = None
         self.response_started = False
         self.task: asyncio.Task[Any] | None = None
         """The task serving this exchange (what a shutdown waits for)."""
         self.stream_closed = asyncio.Event()
         self.user: Any = None
         self.auth: Any = None
-        self.sink: _GetStream | None = None
+        self.sink: GetStream | None = None
         """While this consumer serves a GET stream (it refers back to the consumer: dropped at the end, so
         that no cycle keeps a consumer and its body until a full garbage collection)."""
         self.exchange: PostExchange | None = None
@@ -306,27 +302,19 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         session = await self._session(headers)
         assert session.id is not None
         last_event_id = headers.get("last-event-id")
-        if last_event_id and not last_event_id.strip(" \t").startswith(
-            "g"
-        ):  # a POST stream: its missed events
+        if last_event_id and not last_event_id.strip(" \t").startswith("g"):  # a POST stream's missed events
             await serve_resumed(self.runtime, session.id, last_event_id, self.send, self.stream_closed)
             return
-        self.sink = sink = _GetStream(self)
-        sink.log = log = await self._get_log(session, last_event_id)
-        self.stream_session = session.id
+        log = await open_log(self.runtime, session, last_event_id)
+        self.sink = stream = GetStream(self.runtime, session.id, log, self.send, self.stream_closed)
         watching = self._watch_credential(self._end_get)
         try:
-            await self.runtime.attach_stream(session.id, sink)
-            await self.send(response_start(200, sse.SSE_HEADERS))
-            opening = (log.priming([]) if last_event_id is None else b"") or b": stream open\n\n"
-            await self.send(body_chunk(opening))
-            if last_event_id is not None:  # this GET stream's own missed events first
-                await self._replay_get(session.id, last_event_id)
-            await self.stream_closed.wait()
+            await stream.serve(last_event_id)
         finally:
             if watching is not None:
                 watching.cancel()
-            await self._leave_stream()
+            self.sink = None
+            await stream.leave()
         await self.send(body_end())
 
     async def _delete(self, headers: Headers) -> None:
@@ -337,48 +325,16 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         await self.runtime.end_session(session.id, "session terminated by the client")
         await send_empty_response(self.send, 200)
 
-    async def _get_log(self, session: SessionState, last_event_id: str | None) -> EventLog:
-        """The ids of a GET stream: a new one, or the one ``Last-Event-ID`` names, numbered on from there."""
-        assert session.id is not None
-        if last_event_id is None:
-            return EventLog(self.runtime, session.id, session.protocol_version, kind="g")
-        parsed = parse_event_id(last_event_id)
-        if parsed is None:
-            raise HTTPProblem(400, "Bad Request: Last-Event-ID names no stream of this server")
-        stream_id, seq = parsed
-        with contextlib.suppress(Exception):  # what this worker sent on it is stored before it is read
-            await self.runtime.events.write_now([])
-        stored = await self.runtime.event_store.aevents_after(session.id, stream_id, seq)
-        high = max([seq, *(e.seq for e in stored)])
-        return EventLog(self.runtime, session.id, session.protocol_version, stream_id=stream_id, seq=high)
-
-    async def _replay_get(self, session_id: str, last_event_id: str) -> None:
-        parsed = parse_event_id(last_event_id)
-        assert parsed is not None
-        stream_id, seq = parsed
-        sent = seq
-        for row in await self.runtime.event_store.aevents_after(session_id, stream_id, seq):
-            if row.seq > sent and not row.last:
-                body = sse.event(row.data.encode(), row.event_id)
-                await self.send(body_chunk(body))
-                sent = row.seq
-
     # -- helpers ---------------------------------------------------------------------------------------
 
     def _watch_credential(self, end: Callable[[str], Awaitable[None]]) -> asyncio.Task[None] | None:
         """Check the credential of this stream again while it is open; ``end`` it when refused (see
-        :mod:`mcp_server.protocol.credentials`). Cancel the task when the stream ends."""
+        :mod:`mcp_server.runtime.credentials`). Cancel the task when the stream ends."""
         return self.runtime.credentials.watch(self.scope, self.user, self.auth, end)
 
     async def _end_get(self, reason: str) -> None:
         if self.sink is not None:
             self.sink.close(reason)
-
-    async def _leave_stream(self) -> None:
-        sink, self.sink = self.sink, None
-        if self.stream_session is not None and sink is not None:
-            session_id, self.stream_session = self.stream_session, None
-            await self.runtime.detach_stream(session_id, sink)
 
     async def _json(self, status: int, payload: dict[str, Any], extra: list[Header] | None = None) -> None:
         await send_json_response(self.send, status, encode_reply(payload).data, extra or ())
@@ -414,29 +370,3 @@ def _declared_length(scope: dict[str, Any]) -> int:
         if name.lower() == b"content-length":
             return int(value) if value.isdigit() else 0
     return 0
-
-
-class _GetStream:
-    """A GET stream as the runtime sees it: where the session's server-initiated messages go."""
-
-    def __init__(self, consumer: MCPConsumer) -> None:
-        self.consumer = consumer
-        self.log: EventLog | None = None
-        self.closed = False
-
-    async def send(self, message: dict[str, Any]) -> None:
-        """A server-initiated message for this session's GET stream (from any worker)."""
-        if self.consumer.stream_session is not None and not self.closed:
-            try:
-                data = encode_message(message)
-                body = self.log.event(data) if self.log is not None else sse.event(data)
-            except JSONRPCError as exc:  # nobody to tell: the message is dropped, the stream goes on
-                logger.warning("a message for session %s was dropped: %s", self.consumer.stream_session, exc)
-                return
-            await self.consumer.send(body_chunk(body))
-
-    def close(self, reason: str) -> None:
-        """The session ended (on any worker), the server is shutting down, or the credential no longer
-        authenticates: finish the GET stream (nothing more is sent on it)."""
-        self.closed = True
-        self.consumer.stream_closed.set()

@@ -23,7 +23,8 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from mcp_server.auth.models import AccessToken
-from mcp_server.protocol.credentials import CredentialWatches, same_credential
+from mcp_server.protocol.credentials import same_credential
+from mcp_server.runtime.credentials import CredentialWatches
 from tests.support.admin import admin_client, create_superuser, run_action
 from tests.support.auth import bearer, http_client, make_fixtures, manage, shell
 from tests.support.listen import Stream, listening, notify

@@ -167,7 +167,8 @@ class UnreachableLedger(DatabaseLedger):
 async def test_a_request_is_answered_once_even_when_the_ledger_is_out_of_reach() -> None:
     """The reply never waits on the ledger; the record converges once the store answers again."""
     from mcp_server.models import LedgerEntry
-    from mcp_server.protocol.settlement import PendingRequest, RequestTable
+    from mcp_server.protocol.settlement import PendingRequest
+    from mcp_server.runtime.requests import RequestTable
     from mcp_server.runtime.writer import LedgerWriter
 
     ledger = UnreachableLedger()

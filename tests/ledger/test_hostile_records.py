@@ -31,7 +31,8 @@ from mcp_server.core.records import (
 )
 from mcp_server.core.states import State
 from mcp_server.models import LedgerEntry
-from mcp_server.protocol.settlement import ANSWERED, PendingRequest, RequestTable
+from mcp_server.protocol.settlement import ANSWERED, PendingRequest
+from mcp_server.runtime.requests import RequestTable
 from mcp_server.runtime.writer import MAX_ATTEMPTS, LedgerWriter
 from mcp_server.stores.ledger.base import Ledger
 from mcp_server.stores.ledger.cache import CacheLedger

@@ -147,7 +147,7 @@ async def test_write_through_gives_up_after_its_timeout_and_settles_the_row_once
     """I11: an open written through waits at most ``timeout``; the table answers the request with the store's
     error, and the pending row the write leaves once the store answers is settled behind the request path."""
     from mcp_server.core.stores import StoreUnavailable
-    from mcp_server.protocol.settlement import RequestTable
+    from mcp_server.runtime.requests import RequestTable
 
     writer = LedgerWriter(ledger, interval=0, timeout=0.2)
     writers.append(writer)

@@ -374,3 +374,15 @@ async def test_a_raw_method_returning_a_non_object_is_an_internal_error() -> Non
 async def test_an_unknown_method_is_method_not_found() -> None:
     error = await refused("units/nope")
     assert (error.code, error.message) == (-32601, "Method not found: units/nope")
+
+
+def test_the_dispatcher_answers_exactly_the_methods_the_registry_refuses() -> None:
+    """One list of built-in methods (``BUILTIN_METHODS``): the registry refuses each to ``@mcp.method`` and
+    the dispatcher answers each itself, the 2026-07-28 ones and the tasks extension's included; a method
+    in neither is a site's own (``tests/registry/test_registry.py``, ``tests/test_apps.py``)."""
+    from mcp_server.protocol.dispatcher import BUILTINS
+    from mcp_server.wire.v2026_07_28 import BUILTIN_METHODS, TASK_METHODS
+
+    assert BUILTINS.keys() | {"initialize"} == BUILTIN_METHODS
+    assert {"server/discover", "subscriptions/listen", *TASK_METHODS} <= BUILTINS.keys()
+    assert "tasks/list" not in BUILTIN_METHODS  # removed from the extension: a site may define it

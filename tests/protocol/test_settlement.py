@@ -1,5 +1,6 @@
-"""``RequestTable``: each request settled exactly once, in memory, recorded by a real ``LedgerWriter`` on a
-real ledger (the database ledger on the test database, the cache ledger on local memory)."""
+"""``RequestTable`` (:mod:`mcp_server.runtime.requests`): each request settled exactly once, in memory,
+recorded by a real ``LedgerWriter`` on a real ledger (the database ledger on the test database, the cache
+ledger on local memory)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import pytest
 from django.core.cache import caches
 
 from mcp_server.core.records import LedgerRecord, request_key
-from mcp_server.protocol import settlement
 from mcp_server.protocol.settlement import (
     ABORTED,
     ANSWERED,
@@ -21,12 +21,13 @@ from mcp_server.protocol.settlement import (
     PENDING,
     TIMED_OUT,
     PendingRequest,
-    RequestTable,
     aborted_response,
     closed_response,
     name_of,
     outcome_of,
 )
+from mcp_server.runtime import requests
+from mcp_server.runtime.requests import RequestTable
 from mcp_server.runtime.writer import LedgerWriter
 from mcp_server.stores.ledger.base import Ledger
 from mcp_server.stores.ledger.cache import CacheLedger
@@ -200,10 +201,10 @@ async def test_forget_cancel(s: Setup) -> None:
 
 
 async def test_remembered_cancels_expire(s: Setup, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(settlement, "EARLY_CANCEL_WINDOW", 30.0)
+    monkeypatch.setattr(requests, "EARLY_CANCEL_WINDOW", 30.0)
     await s.table.cancel("s1", request_key(1))
     # The next one is stale as soon as it is kept (behind the live one, so not dropped on the way in).
-    monkeypatch.setattr(settlement, "EARLY_CANCEL_WINDOW", -1.0)
+    monkeypatch.setattr(requests, "EARLY_CANCEL_WINDOW", -1.0)
     await s.table.cancel("s1", request_key(2))
     assert (await s.open("s1", 2)).state == PENDING  # its window had passed
     assert (await s.open("s1", 1)).state == CANCELLED
@@ -213,7 +214,7 @@ async def test_remembered_cancels_expire(s: Setup, monkeypatch: pytest.MonkeyPat
 
 
 async def test_remembered_cancels_are_limited(s: Setup, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(settlement, "EARLY_CANCEL_LIMIT", 3)
+    monkeypatch.setattr(requests, "EARLY_CANCEL_LIMIT", 3)
     for n in range(1, 6):
         await s.table.cancel("s1", request_key(n))
     assert len(s.table._early_cancels) == 3

@@ -20,6 +20,7 @@ MOVED = [
         ["MAX_BACKOFF", "MIN_BACKOFF", "BatchLoop"],
     ),
     ("mcp_server.ledger.stream_hub", "mcp_server.runtime.stream_hub", ["POLL_INTERVAL", "StreamHub"]),
+    ("mcp_server.ledger.inflight", "mcp_server.runtime.inflight", ["InFlight"]),
     (
         "mcp_server.ledger.upkeep",
         "mcp_server.runtime.upkeep",
@@ -82,6 +83,13 @@ MOVED_NAMES = [
     ("mcp_server.protocol.outbound", "OutboundTable", "mcp_server.runtime.outbound", "aforward_answer"),
     ("mcp_server.protocol.listen", "ListenerTable", "mcp_server.runtime.listeners", "listen"),
     ("mcp_server.protocol.tasks", "TaskRunner", "mcp_server.runtime.tasks", "call_tool"),
+    ("mcp_server.protocol.settlement", "RequestTable", "mcp_server.runtime.requests", "outcome_of"),
+    (
+        "mcp_server.protocol.credentials",
+        "CredentialWatches",
+        "mcp_server.runtime.credentials",
+        "same_credential",
+    ),
 ]
 
 

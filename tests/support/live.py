@@ -374,14 +374,22 @@ DAPHNE = ("daphne", "-b", "127.0.0.1", "-p", "{port}", "project.asgi:application
 
 
 def start_server(
+    directory: Path, overrides: dict[str, Any] | None = None, *, name: str = "server", **env: str
+) -> LiveServer:
+    """Start Daphne with ``MCP_SERVER`` overrides; returns once it accepts connections."""
+    return start_command(directory, DAPHNE, overrides, name=name, env=env)
+
+
+def start_command(
     directory: Path,
+    command: tuple[str, ...],
     overrides: dict[str, Any] | None = None,
     *,
     name: str = "server",
-    command: tuple[str, ...] = DAPHNE,
-    **env: str,
+    env: dict[str, str],
 ) -> LiveServer:
-    """Start Daphne (or ``command``) with ``MCP_SERVER`` overrides; returns once it accepts connections."""
+    """Start the test site with ``python -m <command>`` (``{port}`` filled in, e.g. :data:`DAPHNE`), with
+    ``MCP_SERVER`` overrides and ``env``; returns once it accepts connections."""
     directory.mkdir(parents=True, exist_ok=True)
     database = directory / f"{name}.sqlite3"
     if "DATABASE_URL" not in env:

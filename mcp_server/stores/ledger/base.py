@@ -29,7 +29,7 @@ __all__ = ["ClaimedBatch", "DuplicateRequest", "Ledger", "LedgerRecord"]
 
 class ClaimedBatch(Protocol):
     """What a store's ``write_claimed`` needs of the claims on the batch it writes
-    (:class:`~mcp_server.ledger.inflight.InFlight`)."""
+    (:class:`~mcp_server.runtime.inflight.InFlight`)."""
 
     def committing(
         self, written: dict[int, LedgerRecord], discard: Callable[[list[object]], None]

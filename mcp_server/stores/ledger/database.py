@@ -211,8 +211,8 @@ class DatabaseLedger(Ledger):
         self, inserts: list[LedgerRecord], keys: list[int], updates: list[LedgerRecord], flight: ClaimedBatch
     ) -> tuple[list[LedgerRecord], set[int]]:
         """:meth:`write_batch` in one transaction whose commit goes through ``flight``
-        (:mod:`~mcp_server.ledger.inflight`): the pending rows of the records a handler's claim took meanwhile
-        are deleted before the commit. Returns the refused inserts and the keys (``keys[i]`` for
+        (:mod:`~mcp_server.runtime.inflight`): the pending rows of the records a handler's claim took
+        meanwhile are deleted before the commit. Returns the refused inserts and the keys (``keys[i]`` for
         ``inserts[i]``) of the records taken so."""
         alias = router.db_for_write(self.model)
         written = dict(zip(keys, inserts, strict=True))
