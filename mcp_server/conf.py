@@ -84,6 +84,11 @@ DEFAULTS: dict[str, Any] = {
     "MAX_STREAM_EVENTS": 1000,
     "STREAM_RECHECK_INTERVAL": 30.0,
     "TELEMETRY": True,
+    "RATE_LIMITS": None,
+    "RATE_LIMIT_CACHE_ALIAS": "default",
+    "RATE_LIMIT_FAIL_OPEN": True,
+    "RATE_LIMIT_ERROR_CODE": -31429,
+    "RATE_LIMIT_RELOAD": None,
 }
 """Every key ``MCP_SERVER`` understands, with its default. The README's settings table mirrors this."""
 
@@ -174,6 +179,16 @@ class MCPSettings:
     a stream whose credential no longer authenticates is ended."""
     TELEMETRY: bool
     """OpenTelemetry spans and metrics of every request, when ``opentelemetry-api`` is installed."""
+    RATE_LIMITS: list[dict[str, Any]] | None
+    """Rate limits by who and what (``mcp_server.core.limit_rules``; ``None``: no limits)."""
+    RATE_LIMIT_CACHE_ALIAS: str
+    """The cache that keeps the rate-limit counters (Redis: shared by every worker and exact)."""
+    RATE_LIMIT_FAIL_OPEN: bool
+    """Whether a limited request runs when the counters' cache cannot be reached (``False``: refused)."""
+    RATE_LIMIT_ERROR_CODE: int
+    """The JSON-RPC error code of a rate-limited request's refusal."""
+    RATE_LIMIT_RELOAD: float | None
+    """Seconds between two reads of the admin's rate limits by each worker (``None``: rows not read)."""
     unknown_keys: tuple[str, ...] = field(default=())
 
     @classmethod

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from .auth.models import AccessToken
+from .core.limit_rules import PER, Rule, parse_rule
 from .core.records import id_of_key
 from .core.states import State
 
-__all__ = ["AccessToken", "LedgerEntry", "Session", "Task"]
+__all__ = ["AccessToken", "LedgerEntry", "RateLimit", "Session", "Task"]
 
 
 class Session(models.Model):
@@ -269,3 +272,38 @@ class StreamEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.stream_id}:{self.seq}"
+
+
+class RateLimit(models.Model):
+    """A rate limit staff set in the admin: it overrides the ``RATE_LIMITS`` rule with the same ``per`` and
+    ``target`` (a disabled row removes that rule), and every worker reads the rows again every
+    ``RATE_LIMIT_RELOAD`` seconds (``None``, the default: rows are not read)."""
+
+    name = models.CharField(max_length=100, unique=True)
+    per = models.CharField(max_length=10, choices=[(p, p) for p in PER])
+    target = models.CharField(max_length=300, default="*", help_text=_("tool:<glob>, resource:<glob>, ..."))
+    rate = models.CharField(max_length=40, help_text=_("<count>/<period>, e.g. 600/hour"))
+    burst = models.PositiveIntegerField(null=True, blank=True)
+    enabled = models.BooleanField(default=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def as_rule(self) -> Rule:
+        """The row as a parsed rule; raises ``ValueError`` when it is not a valid one."""
+        raw: dict[str, Any] = {"per": self.per, "target": self.target, "rate": self.rate, "name": self.name}
+        if self.burst is not None:
+            raw["burst"] = self.burst
+        return parse_rule(raw)
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        try:
+            self.as_rule()
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from None

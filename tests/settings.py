@@ -25,7 +25,12 @@ from project.settings import (
 )
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp", "tests.authapp", "tests.drfapp"]
-MCP_SERVER = {**MCP_SERVER, **json.loads(os.environ.get("MCP_TEST_OVERRIDES", "{}"))}
+# The demo's one low rate limit (project/settings.py) is left out: tests set their own.
+DEMO_RATE_LIMITS = MCP_SERVER["RATE_LIMITS"]
+MCP_SERVER = {
+    **{key: value for key, value in MCP_SERVER.items() if key != "RATE_LIMITS"},
+    **json.loads(os.environ.get("MCP_TEST_OVERRIDES", "{}")),
+}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 # ``MCP_TEST_REDIS_PREFIX``: a test session's own namespace in the shared Redis (channel layer and cache).

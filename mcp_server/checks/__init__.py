@@ -11,12 +11,14 @@ not a dict only ``mcp_server.E000`` is reported.
 - :mod:`.auth`: authentication classes, anonymous access, OAuth metadata
 - :mod:`.site`: the ASGI application routes an MCP endpoint
 - :mod:`.database`: SQLite's transaction mode and lock timeout
+- :mod:`.limits`: the rate limits
 """
 
 from __future__ import annotations
 
 from .auth import check_authentication
 from .database import SQLITE_OPTIONS, check_sqlite_options
+from .limits import check_rate_limits
 from .redis import check_redis_cache_timeouts, check_redis_channel_layer
 from .settings import (
     check_bounds,
@@ -38,6 +40,7 @@ __all__ = [
     "check_cache_hints",
     "check_event_store",
     "check_ledger_backend",
+    "check_rate_limits",
     "check_redis_cache_timeouts",
     "check_redis_channel_layer",
     "check_request_state_max_age",

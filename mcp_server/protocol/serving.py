@@ -25,6 +25,7 @@ from .guarantee import answer, deadline_for, name_of
 from .interfaces import RequestHost
 from .lifecycle import initialize_result
 from .peer import RequestPeer
+from .rate_limit import rate_refusal
 from .rounds import previous_round
 from .settlement import ANSWERED, CLOSED, Deliver, PendingRequest
 from .step_up import scope_refusal
@@ -127,7 +128,8 @@ async def start_request(
     """Take a request into the runtime's table and serve it in its own task; its answer goes to ``deliver``.
 
     Raises ``JSONRPCError`` (-32600) when the id is already in flight in the session. A call the token's
-    scopes do not reach (:mod:`~mcp_server.protocol.step_up`) is settled at once with -32005, never run.
+    scopes do not reach (:mod:`~mcp_server.protocol.step_up`) is settled at once with -32005, never run; one
+    over a rate limit (:mod:`~mcp_server.protocol.rate_limit`) likewise, with ``RATE_LIMIT_ERROR_CODE``.
     """
     ctx = Context(
         server=server,
@@ -162,7 +164,7 @@ async def start_request(
     ctx.claim = RequestClaim(runtime.requests, entry, ctx)
     if entry.state != "pending":  # a cancel that overtook it has settled it already
         return entry
-    refusal = await scope_refusal(ctx)
+    refusal = await scope_refusal(ctx) or await rate_refusal(ctx)
     if refusal is not None:
         await runtime.requests.settle(entry, ANSWERED, error_response(message.id, refusal))
     elif entry.state == "pending":  # (a cancel or the session's end may have settled it meanwhile)

@@ -22,12 +22,14 @@ __all__ = [
     "INVALID_REQUEST",
     "METHOD_NOT_FOUND",
     "PARSE_ERROR",
+    "RATE_LIMITED",
     "REQUEST_ABORTED",
     "REQUEST_TIMEOUT",
     "RESOURCE_NOT_FOUND",
     "TOO_MANY_TASKS",
     "InsufficientScope",
     "JSONRPCError",
+    "RateLimited",
     "RequestSettled",
     "ResourceNotFound",
     "ToolError",
@@ -53,6 +55,14 @@ INSUFFICIENT_SCOPE = -32005
 """A call the user may make that the token's scopes do not reach: HTTP 403 with an ``insufficient_scope``
 challenge where the transport can say so (one request per POST), this error everywhere (a batch member,
 stdio). Its ``data`` names the scopes to ask for. In the same server-error band as -32003 and -32004."""
+
+
+RATE_LIMITED = -31429
+"""The default code of a request refused for a rate limit (``RATE_LIMIT_ERROR_CODE`` changes it).
+
+Outside JSON-RPC's reserved range (-32768 to -32000): the 2026-07-28 error-code rules reserve -32020 to
+-32099 for codes the specification defines (SEP-3304's proposed -32023 is not one yet), leave -32000 to
+-32019 to codes implementations already used, and ask for new codes outside the reserved range."""
 
 
 class JSONRPCError(Exception):
@@ -111,3 +121,16 @@ class InsufficientScope(JSONRPCError):
             f"Insufficient scope: the token does not reach {what}; authorize {' '.join(required)}",
             {"error": "insufficient_scope", "scope": self.scope, "requiredScopes": required},
         )
+
+
+class RateLimited(JSONRPCError):
+    """A request over a rate limit, refused before it runs: ``data`` names the limit (``None`` when the
+    counters could not be read and limits fail closed) and says in ``retryAfter`` how many seconds to wait."""
+
+    def __init__(self, code: int, name: str | None, limit: dict[str, Any] | None, retry_after: int) -> None:
+        self.retry_after = retry_after
+        if name is None:
+            message = f"Rate limits cannot be checked now; retry after {retry_after} seconds"
+        else:
+            message = f"Rate limit {name!r} exceeded; retry after {retry_after} seconds"
+        super().__init__(code, message, {"limit": limit, "retryAfter": retry_after})

@@ -1,0 +1,49 @@
+"""A stdio session (one user) obeys the user's rate limits, answered with the refusal like HTTP."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.support.live import ROOT
+from tests.support.raw import rpc
+from tests.support.stdio import RawStdio, database, rows, start, stdio_env, template
+
+__all__ = ["database", "start", "template"]  # the fixtures this module borrows from tests.support.stdio
+
+USER_LIMIT = {"per": "user", "target": "tool:echo", "rate": "2/hour", "name": "echo per user"}
+
+
+def create_user(database: Path) -> str:
+    create = "from django.contrib.auth.models import User; User.objects.create_user('dora')"
+    subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", create],
+        cwd=ROOT,
+        env=stdio_env(database),
+        check=True,
+        capture_output=True,
+    )
+    return "dora"
+
+
+async def test_a_stdio_user_is_limited(start: Any, database: Path) -> None:
+    raw: RawStdio = await start("--user", create_user(database), overrides={"RATE_LIMITS": [USER_LIMIT]})
+    await raw.initialize()
+    answers = [
+        await raw.request(rpc("tools/call", {"name": "echo", "arguments": {"text": "x"}}, n))
+        for n in (1, 2, 3)
+    ]
+    assert await raw.finish() == 0
+    assert [("result" in a) for a in answers] == [True, True, False]
+    error = answers[2]["error"]
+    assert error["code"] == -31429
+    assert error["data"]["limit"]["per"] == "user"
+    assert error["data"]["limit"]["name"] == "echo per user"
+    assert 3500 < error["data"]["retryAfter"] <= 3600
+    assert len(raw.answers_to(3)) == 1
+    recorded = rows(database, "select state, outcome from mcp_server_ledgerentry where method = 'tools/call'")
+    assert len(recorded) == 3
+    assert all(state == "answered" for state, _ in recorded)
+    assert sum("-31429" in outcome for _, outcome in recorded) == 1
