@@ -2,7 +2,8 @@
 
 A body announced larger than the limit is refused from its ``Content-Length`` before any of it is sent; a
 chunked one as soon as the running count passes the limit; either way the 413 reaches a client that is
-still sending, and the server's memory does not grow with what the client pushes.
+still sending, and the server's memory does not grow with what the client pushes. (Which paths the limit
+covers: ``tests/transports/test_body_limit.py``.)
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mcp_server.transports.body_limit import LINGER, limited_path
+from mcp_server.transports.body_limit import LINGER
 from tests.support.live import ROOT, LiveServer, base_env, free_port, migrated_template, wait_for_port
 from tests.support.raw import mcp_headers, rpc
 from tests.support.sockets import read_response
@@ -231,29 +232,6 @@ def test_other_paths_keep_their_own_rules(server: LiveServer) -> None:
         headers={"Content-Type": "application/x-www-form-urlencoded"},
     )
     assert response.status_code == 403  # Django's CSRF refusal: the body reached Django
-
-
-@pytest.mark.parametrize(
-    ("target", "limited"),
-    [
-        (b"/mcp", True),
-        (b"/mcp/", True),
-        (b"/mcp?x=1", True),
-        (b"/%6Dcp", True),
-        (b"http://example.org/mcp", True),
-        (b"/prefix/mcp", True),
-        (b"/mcpx", False),
-        (b"/notmcp", False),
-        (b"/admin/login/", False),
-    ],
-)
-def test_limited_path(target: bytes, limited: bool) -> None:
-    assert limited_path(target, frozenset({"/mcp"})) is limited
-
-
-def test_a_root_endpoint_limits_the_root_only() -> None:
-    assert limited_path(b"/", frozenset({""}))
-    assert not limited_path(b"/admin/", frozenset({""}))
 
 
 def test_time_to_answer_is_short(server: LiveServer) -> None:
