@@ -8,16 +8,19 @@ from typing import Any
 
 import pytest
 
+from tests.support import forkserver
 from tests.support.live import SHELLS, LiveServer, drop_templates, start_server
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _session_helpers() -> Iterator[None]:
     """End the session's ``manage.py shell`` runners (``tests.support.live.run_shell``), drop its migrated
-    templates (``tests.support.live.migrated_template``, ``postgres_database``)."""
+    templates (``tests.support.live.migrated_template``, ``postgres_database``), end its forkserver
+    (``tests.support.forkserver``)."""
     yield
     SHELLS.close()
     drop_templates()
+    forkserver.close_forkserver()
 
 
 @pytest.fixture(scope="session")
@@ -58,6 +61,7 @@ def live_server(start: Callable[..., LiveServer]) -> LiveServer:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    forkserver.ENABLED = True  # the session's servers, migrations and shell runners fork from it
     config.addinivalue_line(
         "markers", "browser: drives headless Chromium with Playwright (Debian's chromium)"
     )

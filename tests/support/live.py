@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support.forkserver import popen
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -127,10 +129,10 @@ class ShellRunner:
     def __init__(self, env: Mapping[str, str]) -> None:
         self.lock = threading.Lock()
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 (the runner's own stderr: why it died, if it did)
-        self.process = subprocess.Popen(
+        self.process = popen(
             [sys.executable, "-m", "tests.support.shell_runner"],
             cwd=ROOT,
-            env=dict(env),
+            env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log,
@@ -290,7 +292,10 @@ def migrate(key: MigrationSet, database_url: str) -> None:
             env.pop(name, None)
         else:
             env[name] = value
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    command = [sys.executable, "manage.py", "migrate", "-v0"]
+    with popen(command, cwd=ROOT, env=env) as process:
+        if process.wait() != 0:
+            raise subprocess.CalledProcessError(process.returncode, command)
 
 
 def migrated_template(directory: Path, **env: str) -> Path:
@@ -370,9 +375,16 @@ def drop_templates() -> None:
 
 
 def start_server(
-    directory: Path, overrides: dict[str, Any] | None = None, *, name: str = "server", **env: str
+    directory: Path,
+    overrides: dict[str, Any] | None = None,
+    *,
+    name: str = "server",
+    forked: bool = True,
+    **env: str,
 ) -> LiveServer:
-    """Start Daphne with ``MCP_SERVER`` overrides; returns once it accepts connections."""
+    """Start Daphne with ``MCP_SERVER`` overrides; returns once it accepts connections. In the test session
+    it is forked from the forkserver (``tests.support.forkserver``) unless ``forked`` is false (a test that
+    needs the server to be this process's child, for ``os.waitpid``)."""
     directory.mkdir(parents=True, exist_ok=True)
     database = directory / f"{name}.sqlite3"
     if "DATABASE_URL" not in env:
@@ -381,12 +393,13 @@ def start_server(
     port = free_port()
     log_path = directory / f"{name}-{port}.log"
     with log_path.open("wb") as log:
-        process = subprocess.Popen(
+        process = popen(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "project.asgi:application"],
             cwd=ROOT,
             env=full_env,
             stdout=log,
             stderr=subprocess.STDOUT,
+            forked=forked,
         )
     server = LiveServer(port=port, process=process, log_path=log_path, env=full_env)
     try:
