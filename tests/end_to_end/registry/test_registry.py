@@ -28,7 +28,7 @@ async def session(http: httpx.AsyncClient, live_server: LiveServer) -> RawSessio
     return await open_session(http, live_server.url)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def sse_server(start: Callable[..., LiveServer]) -> LiveServer:
     """A server streaming every response, so that a batch's answers arrive in completion order."""
     return start({"RESPONSE_MODE": "sse"})
