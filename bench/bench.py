@@ -29,7 +29,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.support.live import LiveServer, start_server  # noqa: E402
+from tests.support.live import DAPHNE, LiveServer, start_command  # noqa: E402
 from tests.support.raw import messages_of, open_session, rpc  # noqa: E402
 
 BACKENDS = {
@@ -225,9 +225,8 @@ def main() -> None:
     print(header)
     for name in args.backends.split(","):
         path = BACKENDS[name]
-        server = start_server(
-            workdir, {"RESPONSE_MODE": args.mode, "LEDGER_BACKEND": path}, name=f"bench-{name}", **env
-        )
+        overrides = {"RESPONSE_MODE": args.mode, "LEDGER_BACKEND": path}
+        server = start_command(workdir, DAPHNE, overrides, name=f"bench-{name}", env=env)
         try:
             asyncio.run(drive(server, 4, 100, 0))  # warm-up
             for level in levels:

@@ -322,7 +322,7 @@ def print_figures(figures: dict[str, Any]) -> None:
 @contextlib.contextmanager
 def own_server(postgres: bool, redis: bool) -> Iterator[tuple[str, int]]:
     """The test site on Daphne, ``DEBUG`` off (on SQLite unless ``postgres``; in memory unless ``redis``)."""
-    from tests.support.live import REDIS_URL, postgres_database, redis_namespace, start_server
+    from tests.support.live import DAPHNE, REDIS_URL, postgres_database, redis_namespace, start_command
 
     with contextlib.ExitStack() as stack:
         env = {"DJANGO_DEBUG": "0", "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost"}
@@ -330,9 +330,8 @@ def own_server(postgres: bool, redis: bool) -> Iterator[tuple[str, int]]:
             env["DATABASE_URL"] = stack.enter_context(postgres_database())
         if redis:
             env.update(REDIS_URL=REDIS_URL, MCP_TEST_REDIS_PREFIX=stack.enter_context(redis_namespace()))
-        server = start_server(
-            Path(tempfile.mkdtemp(prefix="mcp-soak-")), {"RESPONSE_MODE": "auto"}, name="soak", **env
-        )
+        directory = Path(tempfile.mkdtemp(prefix="mcp-soak-"))
+        server = start_command(directory, DAPHNE, {"RESPONSE_MODE": "auto"}, name="soak", env=env)
         stack.callback(server.stop)
         yield server.url, server.process.pid
 

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.bench import rss_kib  # noqa: E402
-from tests.support.live import LiveServer, start_server  # noqa: E402
+from tests.support.live import DAPHNE, LiveServer, start_command  # noqa: E402
 from tests.support.raw import messages_of, rpc, sessionless_headers, sessionless_meta  # noqa: E402
 from tests.support.wait import wait_for  # noqa: E402
 
@@ -142,7 +142,7 @@ async def main(args: argparse.Namespace) -> None:
         production = {"DJANGO_DEBUG": "0", "DJANGO_ALLOWED_HOSTS": "127.0.0.1"}  # DEBUG logs every query
         if not args.glibc_default:  # freed large blocks go back to the OS: RSS shows what is still referenced
             production["MALLOC_MMAP_THRESHOLD_"] = "65536"
-        server = start_server(Path(directory), overrides, name="tasks", **production)
+        server = start_command(Path(directory), DAPHNE, overrides, name="tasks", env=production)
         try:
             limits = httpx.Limits(max_connections=32)
             async with httpx.AsyncClient(timeout=60, limits=limits) as http:

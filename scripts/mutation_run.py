@@ -57,19 +57,21 @@ TARGETS: dict[str, list[str]] = {
         "tests/protocol/test_guarantee.py",
         "tests/end_to_end/test_guarantee.py",
         "tests/registry/test_registry.py",
+        "tests/end_to_end/registry/test_registry.py",
         *NOT_THOUSAND,
     ],
     "mcp_server/protocol/serving.py": [
         "tests/protocol/test_serving.py",
         "tests/runtime/test_runtime.py",
         "tests/end_to_end/test_guarantee.py",
-        "tests/transports/test_stdio.py",
+        "tests/end_to_end/transports/test_stdio.py",
         *NOT_THOUSAND,
     ],
     "mcp_server/protocol/dispatcher.py": [
         "tests/protocol/test_dispatcher.py",
         "tests/end_to_end/test_features.py",
         "tests/registry/test_registry.py",
+        "tests/end_to_end/registry/test_registry.py",
     ],
     "mcp_server/ledger/writer.py": [
         "tests/ledger/test_writer.py",
@@ -79,41 +81,50 @@ TARGETS: dict[str, list[str]] = {
     "mcp_server/stores/ledger/database.py": ["tests/ledger/test_writer.py", "tests/ledger/test_backends.py"],
     "mcp_server/stores/ledger/cache.py": ["tests/ledger/test_writer.py", "tests/ledger/test_backends.py"],
     "mcp_server/runtime.py": ["tests/runtime/test_runtime.py", "tests/transports/test_exchange.py"],
-    "mcp_server/transports/stdio.py": ["tests/transports/test_stdio.py"],
+    "mcp_server/transports/stdio.py": ["tests/end_to_end/transports/test_stdio.py"],
     "mcp_server/transports/exchange.py": [
         "tests/transports/test_exchange.py",
         "tests/runtime/test_runtime.py",
     ],
     "mcp_server/transports/resumable.py": [
         "tests/transports/test_resumable_streams.py",
-        "tests/transports/test_resumable.py",
+        "tests/end_to_end/transports/test_resumable.py",
     ],
     "mcp_server/protocol/__init__.py": ["tests/protocol/test_v2026_07_28.py"],  # a docstring: no mutants
     "mcp_server/protocol/claims.py": ["tests/protocol/test_claims.py", "tests/protocol/test_write_claims.py"],
     "mcp_server/protocol/client_messages.py": [
         "tests/core/test_context.py",
+        "tests/end_to_end/core/test_context.py",
         "tests/transports/test_exchange.py",
     ],
     "mcp_server/protocol/lifecycle.py": [
         "tests/protocol/test_lifecycle.py",
         "tests/protocol/test_v2026_07_28.py",
     ],
-    "mcp_server/protocol/listen.py": ["tests/protocol/test_listen.py", "tests/transports/test_listen.py"],
-    "mcp_server/protocol/middleware.py": ["tests/protocol/test_middleware.py"],
+    "mcp_server/protocol/listen.py": [
+        "tests/protocol/test_listen.py",
+        "tests/end_to_end/transports/test_listen.py",
+    ],
+    "mcp_server/protocol/middleware.py": ["tests/end_to_end/protocol/test_middleware.py"],
     "mcp_server/protocol/v2026_07_28.py": [
         "tests/protocol/test_v2026_07_28.py",
-        "tests/transports/test_v2026_07_28.py",
+        "tests/end_to_end/transports/test_v2026_07_28.py",
     ],
     "mcp_server/protocol/outbound.py": [
         "tests/protocol/test_outbound.py",
         "tests/core/test_context.py",
+        "tests/end_to_end/core/test_context.py",
         "tests/protocol/test_rounds.py",
     ],
     "mcp_server/protocol/pagination.py": [
         "tests/protocol/test_pagination.py",
         "tests/protocol/test_dispatcher.py",
     ],
-    "mcp_server/protocol/peer.py": ["tests/core/test_context.py", "tests/protocol/test_rounds.py"],
+    "mcp_server/protocol/peer.py": [
+        "tests/core/test_context.py",
+        "tests/end_to_end/core/test_context.py",
+        "tests/protocol/test_rounds.py",
+    ],
     "mcp_server/protocol/rounds.py": [
         "tests/protocol/test_rounds.py",
         "tests/protocol/test_rounds_ledger.py",
@@ -121,18 +132,22 @@ TARGETS: dict[str, list[str]] = {
     "mcp_server/protocol/tasks.py": [
         "tests/runtime/test_tasks.py",
         "tests/runtime/test_task_bounds.py",
-        "tests/protocol/test_tasks.py",
+        "tests/end_to_end/protocol/test_tasks.py",
     ],
     "mcp_server/protocol/task_bounds.py": [
         "tests/runtime/test_task_bounds.py",
-        "tests/protocol/test_tasks.py",
+        "tests/end_to_end/protocol/test_tasks.py",
     ],
     "mcp_server/protocol/task_methods.py": [
-        "tests/protocol/test_tasks.py",
+        "tests/end_to_end/protocol/test_tasks.py",
         "tests/runtime/test_tasks.py",
-        "tests/auth/test_listen_access.py::test_a_listener_gets_none_of_another_users_tasks",  # visible_tasks
+        # visible_tasks
+        "tests/end_to_end/auth/test_listen_access.py::test_a_listener_gets_none_of_another_users_tasks",
     ],
-    "mcp_server/protocol/credentials.py": ["tests/auth/test_stream_revocation.py"],
+    "mcp_server/protocol/credentials.py": [
+        "tests/protocol/test_credentials.py",
+        "tests/end_to_end/auth/test_stream_revocation.py",
+    ],
 }
 """The targeted pytest arguments of each module (test files that do not exist are left out)."""
 
@@ -140,7 +155,7 @@ DEFAULT_MODULES = list(TARGETS)
 FALLBACK_TESTS = [
     "tests/ledger/test_backends.py",
     "tests/end_to_end/test_guarantee.py",
-    "tests/transports/test_stdio.py",
+    "tests/end_to_end/transports/test_stdio.py",
     *NOT_THOUSAND,
 ]
 """For a module with no entry in ``TARGETS`` and no ``--tests``: the end-to-end core of the suite."""

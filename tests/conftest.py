@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support import forkserver
 from tests.support.live import SHELLS, LiveServer, drop_templates, start_server
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _session_helpers() -> Iterator[None]:
     """End the session's ``manage.py shell`` runners (``tests.support.live.run_shell``), drop its migrated
-    templates (``tests.support.live.migrated_template``, ``postgres_database``)."""
+    templates (``tests.support.live.migrated_template``, ``postgres_database``), end its forkserver
+    (``tests.support.forkserver``)."""
     yield
     SHELLS.close()
     drop_templates()
+    forkserver.close_forkserver()
 
 
 @pytest.fixture(scope="session")
@@ -25,25 +30,44 @@ def servers_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("servers")
 
 
-@pytest.fixture(scope="session")
-def start(servers_dir: Path) -> Iterator[Callable[..., LiveServer]]:
-    """Start extra servers (stopped at the end of the session)."""
+_server_names = itertools.count()
+"""Names of the session's servers (their database and log files in ``servers_dir``), unique in the session."""
+
+
+@contextmanager
+def _starter(servers_dir: Path) -> Iterator[Callable[..., LiveServer]]:
     started: list[LiveServer] = []
 
     def _start(overrides: dict[str, Any] | None = None, **env: str) -> LiveServer:
-        server = start_server(servers_dir, overrides, name=f"s{len(started)}", **env)
+        server = start_server(servers_dir, overrides, name=f"s{next(_server_names)}", **env)
         started.append(server)
         return server
 
-    yield _start
-    for server in started:
-        server.stop()
+    try:
+        yield _start
+    finally:
+        for server in started:
+            server.stop()
+
+
+@pytest.fixture(scope="module")
+def start(servers_dir: Path) -> Iterator[Callable[..., LiveServer]]:
+    """Start extra servers (stopped at the end of the module that started them)."""
+    with _starter(servers_dir) as _start:
+        yield _start
+
+
+@pytest.fixture(scope="session")
+def session_start(servers_dir: Path) -> Iterator[Callable[..., LiveServer]]:
+    """Start servers shared by the session's modules (stopped at the end of the session)."""
+    with _starter(servers_dir) as _start:
+        yield _start
 
 
 @pytest.fixture(scope="session", params=["auto", "sse", "json"])
-def any_mode_server(request: pytest.FixtureRequest, start: Callable[..., LiveServer]) -> LiveServer:
+def any_mode_server(request: pytest.FixtureRequest, session_start: Callable[..., LiveServer]) -> LiveServer:
     """One live server per response mode."""
-    return start({"RESPONSE_MODE": request.param})
+    return session_start({"RESPONSE_MODE": request.param})
 
 
 @pytest.fixture(autouse=True)
@@ -52,12 +76,13 @@ def _live_server_helper() -> None:
 
 
 @pytest.fixture(scope="session")
-def live_server(start: Callable[..., LiveServer]) -> LiveServer:
+def live_server(session_start: Callable[..., LiveServer]) -> LiveServer:
     """The default live server (``auto`` mode, small limits for the HTTP-rule tests)."""
-    return start({"MAX_REQUEST_BYTES": 65536})
+    return session_start({"MAX_REQUEST_BYTES": 65536})
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    forkserver.ENABLED = True  # the session's servers, migrations and shell runners fork from it
     config.addinivalue_line(
         "markers", "browser: drives headless Chromium with Playwright (Debian's chromium)"
     )

@@ -11,7 +11,8 @@ import os
 import tempfile
 
 # The demo's own OAuth authorization server (project/settings.py) stays off for the suite, and for the
-# servers it starts, unless a test asks for it (tests/oauth/: MCP_DEMO_OAUTH=1 in the server's environment).
+# servers it starts, unless a test asks for it (tests/end_to_end/oauth/: MCP_DEMO_OAUTH=1 in the server's
+# environment).
 os.environ.setdefault("MCP_DEMO_OAUTH", "0")
 
 from project.settings import *  # noqa: F403

@@ -60,7 +60,7 @@ def lending_letter(borrower: str) -> str:
     return f"Write to {borrower} about their loan."
 
 
-# -- expose_model with write tools (tests/registry/test_model_writes.py) -----------------------------------
+# -- expose_model with write tools (tests/end_to_end/registry/test_model_writes.py) --------------------------
 
 expose_model(
     mcp,
@@ -106,7 +106,7 @@ def fail_after_saving(instance: Book, **kwargs: Any) -> None:
         raise RuntimeError("failed after the row was written")
 
 
-# -- forms as tools (tests/registry/test_form_tools.py) -----------------------------------------------------
+# -- forms as tools (tests/end_to_end/registry/test_form_tools.py) -------------------------------------------
 
 
 class AuthorForm(forms.ModelForm):  # type: ignore[type-arg]

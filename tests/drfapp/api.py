@@ -1,4 +1,5 @@
-"""Viewsets of the ``expose_viewset`` tests (tests/registry/test_viewset_tools.py, test_viewset_schema.py).
+"""Viewsets of the ``expose_viewset`` tests (tests/end_to_end/registry/test_viewset_tools.py,
+tests/registry/test_viewset_schema.py).
 
 - ``ShelfViewSet`` (books): anyone signed in reads; :class:`MayEditCatalogue` lets only users with
   ``catalogue.change_book`` write; a nested, writable author; a write-only choice with a default; pages of 3;

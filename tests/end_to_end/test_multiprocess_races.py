@@ -120,8 +120,8 @@ def sites(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Site]]
         started: dict[str, LiveServer] = {}
         try:
             with ThreadPoolExecutor(len(specs)) as pool:
-                futures = {
-                    name: pool.submit(start_server, directory, overrides, name=name, **env)
+                futures = {  # this process's children: a test waits for B to stop (os.waitpid)
+                    name: pool.submit(start_server, directory, overrides, name=name, forked=False, **env)
                     for name, overrides in specs.items()
                 }
                 for name, future in futures.items():

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support.forkserver import popen
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -127,10 +129,10 @@ class ShellRunner:
     def __init__(self, env: Mapping[str, str]) -> None:
         self.lock = threading.Lock()
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 (the runner's own stderr: why it died, if it did)
-        self.process = subprocess.Popen(
+        self.process = popen(
             [sys.executable, "-m", "tests.support.shell_runner"],
             cwd=ROOT,
-            env=dict(env),
+            env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log,
@@ -290,7 +292,10 @@ def migrate(key: MigrationSet, database_url: str) -> None:
             env.pop(name, None)
         else:
             env[name] = value
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    command = [sys.executable, "manage.py", "migrate", "-v0"]
+    with popen(command, cwd=ROOT, env=env) as process:
+        if process.wait() != 0:
+            raise subprocess.CalledProcessError(process.returncode, command)
 
 
 def migrated_template(directory: Path, **env: str) -> Path:
@@ -374,10 +379,17 @@ DAPHNE = ("daphne", "-b", "127.0.0.1", "-p", "{port}", "project.asgi:application
 
 
 def start_server(
-    directory: Path, overrides: dict[str, Any] | None = None, *, name: str = "server", **env: str
+    directory: Path,
+    overrides: dict[str, Any] | None = None,
+    *,
+    name: str = "server",
+    forked: bool = True,
+    **env: str,
 ) -> LiveServer:
-    """Start Daphne with ``MCP_SERVER`` overrides; returns once it accepts connections."""
-    return start_command(directory, DAPHNE, overrides, name=name, env=env)
+    """Start Daphne with ``MCP_SERVER`` overrides; returns once it accepts connections. In the test session
+    it is forked from the forkserver (``tests.support.forkserver``) unless ``forked`` is false (a test that
+    needs the server to be this process's child, for ``os.waitpid``)."""
+    return start_command(directory, DAPHNE, overrides, name=name, env=env, forked=forked)
 
 
 def start_command(
@@ -387,6 +399,7 @@ def start_command(
     *,
     name: str = "server",
     env: dict[str, str],
+    forked: bool = True,
 ) -> LiveServer:
     """Start the test site with ``python -m <command>`` (``{port}`` filled in, e.g. :data:`DAPHNE`), with
     ``MCP_SERVER`` overrides and ``env``; returns once it accepts connections."""
@@ -398,12 +411,13 @@ def start_command(
     port = free_port()
     log_path = directory / f"{name}-{port}.log"
     with log_path.open("wb") as log:
-        process = subprocess.Popen(
+        process = popen(
             [sys.executable, "-m", *(part.format(port=port) for part in command)],
             cwd=ROOT,
             env=full_env,
             stdout=log,
             stderr=subprocess.STDOUT,
+            forked=forked,
         )
     server = LiveServer(port=port, process=process, log_path=log_path, env=full_env)
     try:

@@ -1,4 +1,5 @@
-"""A server for ``mcp_stdio --server tests.support.stdio_noise.server`` (``tests/transports/test_stdio.py``).
+"""A server for ``mcp_stdio --server tests.support.stdio_noise.server``
+(``tests/end_to_end/transports/test_stdio.py``).
 
 Importing it prints to stdout, before the command claims stdout for the protocol; its tool reads the
 process's stdin as a handler might.

@@ -374,7 +374,7 @@ def write_author(name: str, ctx: Context, rollback: bool = False) -> int:
     return int(author.pk)
 
 
-# -- hostile input (tests/transports/test_hostile_http.py) ---------------------------------------------------
+# -- hostile input (tests/end_to_end/transports/test_hostile_http.py) ----------------------------------------
 
 
 @mcp.method("test/ledger_records")
@@ -412,7 +412,7 @@ async def raw_ledger_records(params: dict[str, Any], ctx: Context) -> dict[str, 
     return {"records": [dict(zip(keys, values, strict=True)) for values in found]}
 
 
-# -- resumable streams (tests/transports/test_resumable.py, tests/end_to_end/test_resume_workers.py) -----
+# -- resumable streams (end_to_end/transports/test_resumable.py, end_to_end/test_resume_workers.py) ----------
 
 _step_gates: dict[str, asyncio.Event] = {}
 

@@ -1,6 +1,6 @@
 """``serve_resumed`` in process, on a real ``Runtime`` and the database event store: a resumed POST stream
 replays what its client missed, then ends when the client goes or the worker shuts down, even though the
-stream itself has not ended. (The same over live HTTP: tests/transports/test_resumable.py.)"""
+stream itself has not ended. (The same over live HTTP: tests/end_to_end/transports/test_resumable.py.)"""
 
 from __future__ import annotations
 

@@ -16,8 +16,7 @@ from opentelemetry.trace import SpanKind
 
 from tests.support.live import LiveServer
 from tests.support.wait import wait_for
-
-from .span_file import read_spans
+from tests.telemetry.span_file import read_spans
 
 
 @pytest.fixture

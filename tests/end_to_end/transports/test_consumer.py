@@ -30,7 +30,8 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
 async def test_an_unexpected_failure_is_a_500_with_a_jsonrpc_error_and_no_detail(
     start: Callable[..., LiveServer], http: httpx.AsyncClient, method: str
 ) -> None:
-    server = start({"AUTHENTICATION_CLASSES": ["tests.transports.test_consumer.ExplodingAuthentication"]})
+    exploding = "tests.end_to_end.transports.test_consumer.ExplodingAuthentication"
+    server = start({"AUTHENTICATION_CLASSES": [exploding]})
     response = await (
         initialize(http, server.url)
         if method == "POST"

@@ -53,8 +53,8 @@ def peer_server(live_server: LiveServer, start: Callable[..., LiveServer]) -> Li
     """A second process on the same SQLite file as ``live_server``, with a short idle timeout.
 
     Its background sweep, which would end every session of the shared file idle past its short timeout
-    (``test_session_bounds``), runs once at start-up only (a third of a long ``LEASE_TIMEOUT``): here a
-    session's idleness is judged by each process when a request comes.
+    (``tests/runtime/test_session_bounds.py``), runs once at start-up only (a third of a long
+    ``LEASE_TIMEOUT``): here a session's idleness is judged by each process when a request comes.
     """
     return start(
         {
@@ -191,23 +191,3 @@ async def test_log_level_and_subscriptions_are_kept_in_the_session_row(
     row = session_row(live_server, session.id)
     assert row["log_level"] == "warning"
     assert json.loads(row["subscriptions"]) == ["test://watched-resource"]  # once, though subscribed twice
-
-
-@pytest.mark.django_db(transaction=True)
-async def test_a_site_without_a_channel_layer_still_ends_its_sessions() -> None:
-    """A single-process site may configure no channel layer: nobody else is there to tell."""
-    from django.test import override_settings
-    from django.utils import timezone
-
-    from mcp_server.models import Session
-    from mcp_server.sessions import aend_session
-    from mcp_server.transports.signals import asend_to_session
-
-    await Session.objects.acreate(id="s-alone", protocol_version="2025-11-25", last_seen=timezone.now())
-    with override_settings(MCP_SERVER={"CHANNEL_LAYER": "not-configured"}):
-        await asend_to_session("s-alone", {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
-        assert await aend_session("s-alone", "session terminated by the client")
-        assert not await aend_session("s-alone", "again")
-    row = await Session.objects.aget(pk="s-alone")
-    assert row.ended_at is not None
-    assert row.end_reason == "session terminated by the client"

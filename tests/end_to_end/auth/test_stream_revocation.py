@@ -5,7 +5,8 @@ shutdown), and neither carries anything else after that.
 Two paths, each on real servers: the periodic check (``STREAM_RECHECK_INTERVAL``; here 1 s, on a server
 whose in-process channel layer no other process reaches, with changes that send no signal), and the
 immediate one (the interval is an hour; a revocation through ``manage.py mcp_token revoke`` or the admin,
-or a user deactivated, is announced over Redis to the worker holding the streams).
+or a user deactivated, is announced over Redis to the worker holding the streams). Which streams a change
+wakes, in this process: ``tests/protocol/test_credentials.py``.
 """
 
 from __future__ import annotations
@@ -18,13 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
-from asgiref.sync import sync_to_async
-from django.contrib.auth import get_user_model
-from django.utils import timezone
 
-from mcp_server.auth.models import AccessToken
-from mcp_server.protocol.credentials import same_credential
-from mcp_server.runtime.credentials import CredentialWatches
 from tests.support.admin import admin_client, create_superuser, run_action
 from tests.support.auth import bearer, http_client, make_fixtures, manage, shell
 from tests.support.listen import Stream, listening, notify
@@ -166,76 +161,6 @@ async def test_a_deactivated_cookie_user_s_streams_end_at_the_next_check(
         quiet = QUIET_CHANGES["user deactivated"].format(username="sam")
         shell(periodic, QUIET_PRELUDE + quiet)
         await assert_both_end(get, listen)
-
-
-# -- in process: which streams a change wakes, and what counts as the same credential -----------------
-
-
-def token_scope(plain: str) -> dict[str, Any]:
-    """The ASGI scope of a request that carried ``plain`` as its bearer token."""
-    headers = [(b"host", b"testserver"), (b"authorization", f"Bearer {plain}".encode())]
-    return {"type": "http", "method": "POST", "path": "/mcp", "headers": headers, "scheme": "http"}
-
-
-@pytest.mark.django_db(transaction=True)
-async def test_a_change_announced_for_a_user_rechecks_that_user_s_streams_alone(settings: Any) -> None:
-    """``poke`` (a ``CredentialChanged`` heard) checks at once every stream of the user named, and says how
-    many: those whose credential no longer works end, the others stay; another user's streams wait for the
-    periodic check, even with their own token revoked meanwhile."""
-    settings.MCP_SERVER = {**settings.MCP_SERVER, "STREAM_RECHECK_INTERVAL": 3600.0}
-    users = get_user_model().objects
-    ann, ben = await users.acreate(username="poked-ann"), await users.acreate(username="poked-ben")
-    create = sync_to_async(AccessToken.objects.create_token)
-    (revoked, revoked_plain), (kept, kept_plain) = await create(ann, "a1"), await create(ann, "a2")
-    other, other_plain = await create(ben, "b1")
-    watches = CredentialWatches()
-    ended: dict[str, asyncio.Event] = {name: asyncio.Event() for name in ("revoked", "kept", "other")}
-
-    def end(name: str) -> Callable[[str], Any]:
-        async def ending(reason: str) -> None:
-            ended[name].set()
-
-        return ending
-
-    tasks = [
-        watches.watch(token_scope(revoked_plain), ann, revoked, end("revoked")),
-        watches.watch(token_scope(kept_plain), ann, kept, end("kept")),
-        watches.watch(token_scope(other_plain), ben, other, end("other")),
-    ]
-    assert None not in tasks
-    assert len(watches) == 3
-    assert watches.watch(token_scope("unused"), None, None, end("other")) is None  # anonymous: unwatched
-    try:
-        now = timezone.now()
-        await AccessToken.objects.filter(pk__in=[revoked.pk, other.pk]).aupdate(revoked_at=now)
-        assert watches.poke(ann.pk) == 2
-        assert tasks[0] is not None
-        await asyncio.wait_for(tasks[0], ENDS_WITHIN)  # ended through its callback, then returned
-        assert ended["revoked"].is_set()
-        assert watches.poke(str(ann.pk)) == 1  # the kept stream alone is left; ids compare as text
-        assert not ended["kept"].is_set()
-        assert not ended["other"].is_set()
-        assert len(watches) == 2
-    finally:
-        for task in tasks:
-            if task is not None:
-                task.cancel()
-        await asyncio.gather(*(task for task in tasks if task is not None), return_exceptions=True)
-    assert len(watches) == 0
-
-
-async def test_the_same_credential_is_the_same_user_through_the_same_credential() -> None:
-    """Models (a token, a user) compare by their row; a credential that is not a model (a key string or
-    a claims object from a custom class) compares by value: another key of the same user is another
-    credential."""
-    model = get_user_model()
-    ann, ann_again, ben = model(pk=1, username="ann"), model(pk=1, username="ann"), model(pk=2, username="b")
-    assert same_credential((ann, AccessToken(pk=7)), (ann_again, AccessToken(pk=7)))
-    assert not same_credential((ann, AccessToken(pk=7)), (ann, AccessToken(pk=8)))
-    assert not same_credential((ann, AccessToken(pk=7)), (ben, AccessToken(pk=7)))
-    assert same_credential((ann, "key-1"), (ann_again, "key-1"))
-    assert not same_credential((ann, "key-1"), (ann, "key-2"))
-    assert not same_credential((ann, None), (ben, None))  # a session of another user
 
 
 # -- the immediate path -----------------------------------------------------------------------------
