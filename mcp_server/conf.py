@@ -84,6 +84,8 @@ DEFAULTS: dict[str, Any] = {
     "MAX_STREAM_EVENTS": 1000,
     "STREAM_RECHECK_INTERVAL": 30.0,
     "TELEMETRY": True,
+    "METRICS_ACCESS": "staff",
+    "TRACE_URL": None,
 }
 """Every key ``MCP_SERVER`` understands, with its default. The README's settings table mirrors this."""
 
@@ -173,7 +175,14 @@ class MCPSettings:
     """Seconds between two checks of a long-lived stream's credential (GET stream, ``subscriptions/listen``):
     a stream whose credential no longer authenticates is ended."""
     TELEMETRY: bool
-    """OpenTelemetry spans and metrics of every request, when ``opentelemetry-api`` is installed."""
+    """OpenTelemetry spans and metrics of every request, when ``opentelemetry-api`` is installed; Prometheus
+    metrics, when ``prometheus_client`` is."""
+    METRICS_ACCESS: str | dict[str, Any]
+    """Who may read ``/metrics`` (``mcp_server.metrics``): ``"staff"`` (a signed-in active staff user),
+    ``{"token": "<secret>"}`` (``Authorization: Bearer <secret>``) or ``{"ips": [addresses or networks]}``."""
+    TRACE_URL: str | None
+    """Where the admin links a request's trace: a URL with ``{trace_id}`` (and maybe ``{span_id}``) in it;
+    ``None``: the id alone is shown."""
     unknown_keys: tuple[str, ...] = field(default=())
 
     @classmethod

@@ -142,6 +142,10 @@ MCP_SERVER: dict[str, Any] = {
     "SERVER_TITLE": "Django MCP demo: a library catalogue",
     "INSTRUCTIONS": "A library catalogue. Search books, read them as resources, reserve copies.",
     "RESPONSE_MODE": os.environ.get("MCP_RESPONSE_MODE", "auto"),
+    # /metrics (project/urls.py) for a Prometheus on this machine; a site behind a proxy names its scraper.
+    "METRICS_ACCESS": {"ips": ["127.0.0.1", "::1"]},
+    # The admin links each request to its trace, e.g. MCP_TRACE_URL=http://127.0.0.1:16686/trace/{trace_id}
+    "TRACE_URL": os.environ.get("MCP_TRACE_URL") or None,
 }
 
 # The site as the OAuth authorization server of its MCP endpoints (the ``oauth`` extra): two apps, the URLs
