@@ -220,11 +220,10 @@ class LedgerEntryAdmin(LedgerEntryModelAdmin):
         "session_link",
         "caller",
         "worker_id",
-        "trace",
     )
     """Narrow enough for a 1400 px window beside the admin's sidebars: the deadline is on each request's page,
     long values (a request id, a worker's host) are cut with their whole text in a tooltip
-    (``changelist.css``)."""
+    (``changelist.css``), and the trace is under the request's duration (``took``)."""
     list_display_links = ("request",)
     list_filter = ("state", "method", AgeFilter)
     search_fields = (
@@ -299,11 +298,6 @@ class LedgerEntryAdmin(LedgerEntryModelAdmin):
     def worker_id(self, obj: LedgerEntry) -> str:
         return _cut(obj.worker)
 
-    @admin.display(description="trace", ordering="trace_id")
-    def trace(self, obj: LedgerEntry) -> str:
-        """The request's trace id, linked to the trace when ``TRACE_URL`` is set; ``-`` without a span."""
-        return trace_cell(obj.trace_id, obj.span_id)
-
     @admin.display(description="trace id")
     def trace_link(self, obj: LedgerEntry) -> str:
         """The whole trace id on the request's page, linked as in the list."""
@@ -315,7 +309,11 @@ class LedgerEntryAdmin(LedgerEntryModelAdmin):
 
     @admin.display(description="took")
     def took(self, obj: LedgerEntry) -> str:
-        return _duration(obj.settled_at - obj.created) if obj.settled_at else "-"
+        """How long the request took; under it, its trace (linked when ``TRACE_URL`` is set), if any."""
+        took = _duration(obj.settled_at - obj.created) if obj.settled_at else "-"
+        if not obj.trace_id:
+            return took
+        return format_html("{}<br>{}", took, trace_cell(obj.trace_id, obj.span_id))
 
     @admin.display(description="session", ordering="session_id")
     def session_link(self, obj: LedgerEntry) -> str:
