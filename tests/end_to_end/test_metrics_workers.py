@@ -23,7 +23,7 @@ import websockets
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.admin import admin_client, create_superuser
-from tests.support.live import LiveServer, shared_site, start_server
+from tests.support.live import LiveServer, shared_site, start_command
 from tests.support.raw import RawSession, open_session, rpc
 from tests.support.wait import wait_for
 
@@ -57,9 +57,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     multiproc = directory / "prometheus"
     multiproc.mkdir()  # empty at the start, as a deploy leaves it
     with shared_site() as env:
-        server = start_server(
-            directory, {}, name="uvicorn", command=UVICORN, PROMETHEUS_MULTIPROC_DIR=str(multiproc), **env
-        )
+        env = {**env, "PROMETHEUS_MULTIPROC_DIR": str(multiproc)}
+        server = start_command(directory, UVICORN, name="uvicorn", env=env)
         try:
             create_superuser(server)
             yield Site(server, env["DATABASE_URL"], multiproc)
@@ -90,7 +89,8 @@ def scraped(text: str) -> dict[str, list[Any]]:
 
 
 def value(samples: dict[str, list[Any]], name: str, **labels: str) -> float:
-    return sum(s.value for s in samples.get(name, []) if all(s.labels.get(k) == v for k, v in labels.items()))
+    found = samples.get(name, [])
+    return float(sum(s.value for s in found if all(s.labels.get(k) == v for k, v in labels.items())))
 
 
 async def scrape(base: str) -> dict[str, list[Any]]:
@@ -150,7 +150,7 @@ async def test_counters_and_gauges_agree_across_two_workers(site: Site) -> None:
 
         async def all_pending() -> bool:
             found = rows(database, "select count(*) from mcp_server_ledgerentry where state = 'pending'")
-            return found[0][0] == SLOW
+            return bool(found[0][0] == SLOW)
 
         try:
             await wait_for(all_pending, "the slow calls to be pending in the ledger", within=30)
