@@ -30,8 +30,17 @@ from .admin_live.routing import LIVE_PATH
 from .admin_live.views import LivePage, abort_and_log
 from .core.states import State
 from .models import LedgerEntry, RateLimit, Session, Task
+from .telemetry.links import trace_url
 
-__all__ = ["AgeFilter", "LedgerEntryAdmin", "RateLimitAdmin", "SessionAdmin", "TaskAdmin", "ThinChangeList"]
+__all__ = [
+    "AgeFilter",
+    "LedgerEntryAdmin",
+    "RateLimitAdmin",
+    "SessionAdmin",
+    "TaskAdmin",
+    "ThinChangeList",
+    "trace_cell",
+]
 
 if TYPE_CHECKING:
     SessionModelAdmin = admin.ModelAdmin[Session]
@@ -68,6 +77,23 @@ class ThinChangeList(ChangeList):
 def _cut(text: str) -> str:
     """``text`` in a cell that cuts it short with an ellipsis (``changelist.css``); the whole in a tooltip."""
     return format_html('<span class="mcp-cut" title="{}">{}</span>', text, text)
+
+
+def trace_cell(trace_id: str, span_id: str = "", *, short: bool = True) -> str:
+    """A trace id (its first 8 digits when ``short``, the whole in the tooltip), linked to the trace when
+    ``TRACE_URL`` makes a link; ``-`` for none. Every value is escaped: the link, the id and the tooltip."""
+    if not trace_id:
+        return "-"
+    shown = f"{trace_id[:8]}…" if short and len(trace_id) > 8 else trace_id
+    url = trace_url(trace_id, span_id)
+    if url is None:
+        return format_html('<span class="mcp-trace" title="trace {}">{}</span>', trace_id, shown)
+    return format_html(
+        '<a class="mcp-trace" href="{}" title="trace {}" target="_blank" rel="noopener noreferrer">{}</a>',
+        url,
+        trace_id,
+        shown,
+    )
 
 
 def _pending_count() -> Subquery:
@@ -207,7 +233,7 @@ class LedgerEntryAdmin(LedgerEntryModelAdmin):
     )
     """Narrow enough for a 1400 px window beside the admin's sidebars: the deadline is on each request's page,
     long values (a request id, a worker's host) are cut with their whole text in a tooltip
-    (``changelist.css``)."""
+    (``changelist.css``), and the trace is under the request's duration (``took``)."""
     list_display_links = ("request",)
     list_filter = ("state", "method", AgeFilter)
     search_fields = (
@@ -221,7 +247,10 @@ class LedgerEntryAdmin(LedgerEntryModelAdmin):
         "oauth_client_name",
     )
     search_help_text = "Request id, method, session id, client, or OAuth client name or id."
-    readonly_fields = [f.name for f in LedgerEntry._meta.get_fields() if f.concrete]
+    readonly_fields = [
+        "trace_link" if f.name == "trace_id" else f.name for f in LedgerEntry._meta.get_fields() if f.concrete
+    ]
+    """Every column as it is, but the trace id: linked to the trace (``TRACE_URL``)."""
     list_select_related = ("user",)
     list_deferred = ("outcome",)
     """The reply each request got: shown on its own page, never loaded for the list."""
@@ -279,13 +308,22 @@ class LedgerEntryAdmin(LedgerEntryModelAdmin):
     def worker_id(self, obj: LedgerEntry) -> str:
         return _cut(obj.worker)
 
+    @admin.display(description="trace id")
+    def trace_link(self, obj: LedgerEntry) -> str:
+        """The whole trace id on the request's page, linked as in the list."""
+        return trace_cell(obj.trace_id, obj.span_id, short=False)
+
     @admin.display(description="age", ordering="-created")
     def age(self, obj: LedgerEntry) -> str:
         return _duration(timezone.now() - obj.created)
 
     @admin.display(description="took")
     def took(self, obj: LedgerEntry) -> str:
-        return _duration(obj.settled_at - obj.created) if obj.settled_at else "-"
+        """How long the request took; under it, its trace (linked when ``TRACE_URL`` is set), if any."""
+        took = _duration(obj.settled_at - obj.created) if obj.settled_at else "-"
+        if not obj.trace_id:
+            return took
+        return format_html("{}<br>{}", took, trace_cell(obj.trace_id, obj.span_id))
 
     @admin.display(description="session", ordering="session_id")
     def session_link(self, obj: LedgerEntry) -> str:

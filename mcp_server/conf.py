@@ -89,6 +89,8 @@ DEFAULTS: dict[str, Any] = {
     "RATE_LIMIT_FAIL_OPEN": True,
     "RATE_LIMIT_ERROR_CODE": -31429,
     "RATE_LIMIT_RELOAD": None,
+    "METRICS_ACCESS": "staff",
+    "TRACE_URL": None,
 }
 """Every key ``MCP_SERVER`` understands, with its default. The README's settings table mirrors this."""
 
@@ -189,6 +191,14 @@ class MCPSettings:
     """The JSON-RPC error code of a rate-limited request's refusal."""
     RATE_LIMIT_RELOAD: float | None
     """Seconds between two reads of the admin's rate limits by each worker (``None``: rows not read)."""
+    """OpenTelemetry spans and metrics of every request, when ``opentelemetry-api`` is installed; Prometheus
+    metrics, when ``prometheus_client`` is."""
+    METRICS_ACCESS: str | dict[str, Any]
+    """Who may read ``/metrics`` (``mcp_server.metrics``): ``"staff"`` (a signed-in active staff user),
+    ``{"token": "<secret>"}`` (``Authorization: Bearer <secret>``) or ``{"ips": [addresses or networks]}``."""
+    TRACE_URL: str | None
+    """Where the admin links a request's trace: a URL with ``{trace_id}`` (and maybe ``{span_id}``) in it;
+    ``None``: the id alone is shown."""
     unknown_keys: tuple[str, ...] = field(default=())
 
     @classmethod

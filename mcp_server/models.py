@@ -140,6 +140,16 @@ class LedgerEntry(models.Model):
         default="",
         help_text=_("That client's registered name."),
     )
+    trace_id = models.CharField(
+        _("trace id"),
+        max_length=32,
+        blank=True,
+        default="",
+        help_text=_("The trace id of the request's server span (empty: no span, telemetry off)."),
+    )
+    span_id = models.CharField(
+        _("span id"), max_length=16, blank=True, default="", help_text=_("That span's own id.")
+    )
     round_of = models.CharField(
         _("answers round"),
         max_length=64,

@@ -153,6 +153,10 @@ MCP_SERVER: dict[str, Any] = {
             "name": "demo: get_book, anonymous",
         },
     ],
+    # /metrics (project/urls.py) for a Prometheus on this machine; a site behind a proxy names its scraper.
+    "METRICS_ACCESS": {"ips": ["127.0.0.1", "::1"]},
+    # The admin links each request to its trace, e.g. MCP_TRACE_URL=http://127.0.0.1:16686/trace/{trace_id}
+    "TRACE_URL": os.environ.get("MCP_TRACE_URL") or None,
 }
 
 # The site as the OAuth authorization server of its MCP endpoints (the ``oauth`` extra): two apps, the URLs

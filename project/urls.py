@@ -31,6 +31,7 @@ urlpatterns = [
     ),
     path("admin/", admin.site.urls),
     path("api/", include(api.urls)),  # the same viewset the MCP tools catalogue_books_* run
+    path("", include("mcp_server.metrics.urls")),  # /metrics for Prometheus (loopback only: settings.py)
 ]
 
 if apps.is_installed("mcp_server.oauth"):  # the site as OAuth authorization server (project/settings.py)

@@ -4,6 +4,8 @@ One :class:`SnapshotSource` per process serves every open live page, so the data
 once a second for the pending requests and every few seconds for the hour's history, however many
 operators watch. The pending list comes from the configured ledger (any backend); the history is read from
 ledger rows, so it needs the database ledger (settled rows are kept for ``LEDGER_RETENTION``).
+:func:`apending_now` is the one reading of the pending requests: ``/metrics`` (:mod:`mcp_server.metrics`)
+reports the same figures.
 """
 
 from __future__ import annotations
@@ -12,25 +14,30 @@ import asyncio
 import json
 import math
 import time
+from collections import Counter
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import Count
+from django.db.models import Case, CharField, Count, F, Value, When
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
 from ..ledger import Ledger, LedgerRecord, State, get_ledger
 from ..models import LedgerEntry, Session
 from ..stores.ledger.database import DatabaseLedger
+from ..telemetry.links import trace_url
 
 __all__ = [
     "HISTORY_MINUTES",
     "LATENCY_SAMPLE",
     "PENDING_LIMIT",
+    "PendingNow",
     "SnapshotSource",
     "abuild_snapshot",
     "ahistory",
+    "apending_now",
     "arecent",
     "percentile",
     "snapshots",
@@ -54,12 +61,45 @@ def percentile(sorted_values: list[float], p: float) -> float | None:
     return sorted_values[min(rank, len(sorted_values)) - 1]
 
 
-async def _pending(ledger: Ledger) -> tuple[list[LedgerRecord], int]:
+@dataclass(frozen=True)
+class PendingNow:
+    """The pending requests now, as the live page and ``/metrics`` both show them."""
+
+    records: list[LedgerRecord]
+    """The oldest ones (at most the limit asked for), as the ledger lists them: oldest first."""
+    by_name: dict[tuple[str, str], int]
+    """How many are pending, by method and tool (the tool of a ``tools/call``, else ``""``)."""
+    oldest: datetime | None
+    """When the oldest pending request arrived (``None``: none is pending)."""
+
+    @property
+    def total(self) -> int:
+        """How many are pending."""
+        return sum(self.by_name.values())
+
+
+def _oldest(records: list[LedgerRecord]) -> datetime | None:
+    times = [record.created for record in records if record.created is not None]
+    return min(times) if times else None
+
+
+def _tool(record: LedgerRecord) -> str:
+    return record.name if record.method == "tools/call" else ""
+
+
+async def apending_now(ledger: Ledger | None = None, *, limit: int = PENDING_LIMIT) -> PendingNow:
+    """The pending requests of ``ledger`` (default: the configured one): the ``limit`` oldest, and the
+    count of all by method and tool (one ``GROUP BY`` with the database ledger)."""
+    ledger = ledger if ledger is not None else get_ledger()
     if isinstance(ledger, DatabaseLedger):
-        records = await ledger.apending(limit=PENDING_LIMIT)
-        return records, await LedgerEntry.objects.filter(state=State.PENDING).acount()
+        records = await ledger.apending(limit=limit)
+        tool = Case(When(method="tools/call", then=F("name")), default=Value(""), output_field=CharField())
+        rows = LedgerEntry.objects.filter(state=State.PENDING).order_by().values("method", tool=tool)
+        by_name = {(row["method"], row["tool"]): row["n"] async for row in rows.annotate(n=Count("id"))}
+        return PendingNow(records, by_name, _oldest(records))  # oldest first: the first is the oldest
     records = await ledger.apending()
-    return records[:PENDING_LIMIT], len(records)
+    by_name = dict(Counter((record.method, _tool(record)) for record in records))
+    return PendingNow(records[:limit], by_name, _oldest(records))
 
 
 async def _rows(records: list[LedgerRecord], now: datetime) -> list[dict[str, Any]]:
@@ -94,6 +134,8 @@ async def _rows(records: list[LedgerRecord], now: datetime) -> list[dict[str, An
                 "age": round((now - created).total_seconds(), 1),
                 "deadline": record.deadline.isoformat() if record.deadline else None,
                 "remaining": round((record.deadline - now).total_seconds(), 1) if record.deadline else None,
+                "trace_id": record.trace_id,
+                "trace_url": trace_url(record.trace_id, record.span_id),
             }
         )
     return rows
@@ -187,7 +229,8 @@ async def abuild_snapshot(history: list[dict[str, Any]] | None = None) -> dict[s
     """One message for the live page; pass ``history`` to reuse a recent one instead of querying it."""
     ledger = get_ledger()
     now = timezone.now()
-    records, total = await _pending(ledger)
+    pending = await apending_now(ledger)
+    records, total = pending.records, pending.total
     with_history = isinstance(ledger, DatabaseLedger)
     if history is None:
         history = await ahistory(now, total) if with_history else []

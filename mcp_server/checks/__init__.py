@@ -12,6 +12,7 @@ not a dict only ``mcp_server.E000`` is reported.
 - :mod:`.site`: the ASGI application routes an MCP endpoint
 - :mod:`.database`: SQLite's transaction mode and lock timeout
 - :mod:`.limits`: the rate limits
+- :mod:`.telemetry`: who may read ``/metrics``, the admin's link to a trace
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from .settings import (
 from .site import check_asgi_routing, routed_servers
 from .stores import check_event_store, check_ledger_backend, check_task_store
 from .tasks import check_task_bounds, check_task_settings
+from .telemetry import check_metrics_access, check_trace_url
 
 __all__ = [
     "SQLITE_OPTIONS",
@@ -40,6 +42,7 @@ __all__ = [
     "check_cache_hints",
     "check_event_store",
     "check_ledger_backend",
+    "check_metrics_access",
     "check_rate_limits",
     "check_redis_cache_timeouts",
     "check_redis_channel_layer",
@@ -51,5 +54,6 @@ __all__ = [
     "check_task_settings",
     "check_task_store",
     "check_telemetry",
+    "check_trace_url",
     "routed_servers",
 ]

@@ -132,6 +132,10 @@ class LedgerRecord:
     recorded: a plain value read off the authentication result the request already carries."""
     oauth_client_name: str = ""
     """That client's registered name."""
+    trace_id: str = ""
+    """The trace id of the request's server span (32 hex digits; ``""``: no span, telemetry off)."""
+    span_id: str = ""
+    """That span's own id (16 hex digits; ``""``: no span)."""
 
     @property
     def request_id(self) -> str | int:
@@ -164,6 +168,8 @@ def make_storable(record: LedgerRecord) -> None:
     record.client = storable(record.client, CLIENT_LENGTH)
     record.oauth_client_id = storable(record.oauth_client_id, OAUTH_CLIENT_LENGTH)
     record.oauth_client_name = storable(record.oauth_client_name, OAUTH_CLIENT_LENGTH)
+    record.trace_id = storable(record.trace_id, 32)
+    record.span_id = storable(record.span_id, 16)
     record.outcome = storable_outcome(record.outcome)
 
 

@@ -29,6 +29,7 @@ from ..ledger import Ledger, get_ledger
 from ..sessions import SessionCache, aend_session
 from ..stores.events import EventStore, get_event_store
 from ..stores.tasks import new_task_store
+from ..telemetry import writer_gauges
 from ..wire.jsonrpc import RequestId
 from ..wire.messages import (
     WORKERS_GROUP,
@@ -161,6 +162,9 @@ class Runtime(WorkerMessages):
                 listening = self._listen(layer, rejoin=not joined)
                 self._tasks.append(loop.create_task(listening, name="mcp worker channel"))
             self._tasks.append(loop.create_task(self.upkeep.run(), name="mcp ledger upkeep"))
+            gauges = writer_gauges(self.writer)  # Prometheus: the writer's queue and lag, every second
+            if gauges is not None:
+                self._tasks.append(loop.create_task(gauges, name="mcp ledger writer gauges"))
             if self.freeze_gc:  # start-up objects live for ever: keep them out of the collector's way
                 gc.collect()
                 gc.freeze()

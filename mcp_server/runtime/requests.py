@@ -189,7 +189,9 @@ class RequestTable:
         )
         entry = PendingRequest(record=record, request_id=request_id, deliver=deliver)
         if self.telemetry is not None:
-            entry.span = self.telemetry.start(record, request_id, params, transport, headers)
+            entry.span = span = self.telemetry.start(record, request_id, params, transport, headers)
+            if span is not None:  # the ledger row names the span (the admin links its trace)
+                record.trace_id, record.span_id = span.trace_id, span.span_id
         try:
             await self.sink.opened(record)
         except (DuplicateRequest, StoreUnavailable) as exc:

@@ -33,8 +33,17 @@ from ..core.records import LedgerRecord
 from ..core.states import State
 from ..wire.errors import JSONRPCError
 from ..wire.jsonrpc import RequestId
-from ..wire.v2026_07_28 import BUILTIN_METHODS
-from ..wire.versions import SESSIONLESS_VERSIONS, SUPPORTED_VERSIONS, is_sessionless_version
+from ..wire.versions import is_sessionless_version
+from .names import (
+    BUCKETS,
+    CLIENT_ERRORS,
+    KNOWN_VERSIONS,
+    OTHER,
+    classify,
+    method_label,
+    name_label,
+    outcome_label,
+)
 
 __all__ = ["BUCKETS", "CLIENT_ERRORS", "SCOPE", "OTelRequestSpan", "OTelTelemetry"]
 
@@ -42,20 +51,6 @@ logger = logging.getLogger("mcp_server.telemetry")
 
 SCOPE = "mcp_server"
 """The instrumentation scope of the tracer and the meter."""
-
-BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
-"""Seconds: the explicit bucket boundaries the conventions advise for both duration histograms."""
-
-CLIENT_ERRORS = frozenset({-32700, -32600, -32601, -32602, -32002})
-"""Codes of a request the client got wrong: recorded, but the server span's status stays unset."""
-
-OUTCOMES = {
-    State.ANSWERED.value: "answered",
-    State.CANCELLED.value: "cancelled",
-    State.CLOSED.value: "closed",
-    State.TIMED_OUT.value: "timed_out",
-    State.ABORTED.value: "aborted",
-}
 
 SESSIONS_REMEMBERED = 100_000
 """At most this many open sessions' start times are kept per process (oldest forgotten first)."""
@@ -72,10 +67,6 @@ METRIC_KEYS = (
 """The low-cardinality span attributes the operation histogram keeps (no id, no session, no URI)."""
 
 TRACE_KEYS = ("traceparent", "tracestate", "baggage")
-
-KNOWN_VERSIONS = (*SUPPORTED_VERSIONS, *SESSIONLESS_VERSIONS)
-"""The revisions a metric names; any other version a request carried (one the server refused) counts as
-``_OTHER``, as does a method the server does not know: a client cannot add time series by making names up."""
 
 _MISSING = object()
 
@@ -153,30 +144,6 @@ def span_name(attributes: Mapping[str, Any]) -> str:
     return f"{method} {target}" if target else method
 
 
-def classify(
-    method: str, state: str, response: dict[str, Any] | None
-) -> tuple[str | None, str | None, str | None]:
-    """``(rpc.response.status_code, error.type, status description)`` of a settlement: ``error.type`` is
-    set (and the status is ERROR) for a server fault, a deadline, an abort, a session's end, a tool error;
-    a client's mistake has a code but no ``error.type``."""
-    if response is None:
-        return None, None, None
-    error = response.get("error")
-    if isinstance(error, dict):
-        code = error.get("code")
-        message = error.get("message")
-        description = message if isinstance(message, str) else None
-        if not isinstance(code, int) or isinstance(code, bool):
-            return None, "_OTHER", description
-        if code in CLIENT_ERRORS and state == State.ANSWERED.value:
-            return str(code), None, None
-        return str(code), str(code), description
-    result = response.get("result")
-    if method == "tools/call" and isinstance(result, dict) and result.get("isError") is True:
-        return None, "tool_error", None
-    return None, None, None
-
-
 def _providers_unset() -> bool:
     """Whether no global tracer or meter provider is set: read off the API's module globals, which costs
     ~40 ns where its getters cost ~6 µs (each looks up an environment variable); the getters where an API
@@ -213,6 +180,11 @@ class OTelRequestSpan:
     def trace_id(self) -> str:
         span_context = self.span.get_span_context()
         return trace.format_trace_id(span_context.trace_id) if span_context.is_valid else ""
+
+    @property
+    def span_id(self) -> str:
+        span_context = self.span.get_span_context()
+        return trace.format_span_id(span_context.span_id) if span_context.is_valid else ""
 
     def activate(self) -> None:
         otel_context.attach(self.context)
@@ -332,21 +304,17 @@ class OTelTelemetry:
         """Record a settled request's duration and outcome."""
         attributes = {key: handle.attributes[key] for key in METRIC_KEYS if key in handle.attributes}
         if attributes.get("mcp.protocol.version", KNOWN_VERSIONS[0]) not in KNOWN_VERSIONS:
-            attributes["mcp.protocol.version"] = "_OTHER"  # a version the client made up (then refused)
+            attributes["mcp.protocol.version"] = OTHER  # a version the client made up (then refused)
         if code is not None:
             attributes["rpc.response.status_code"] = code
-            if int(code) in CLIENT_ERRORS:  # a name the client made up: not a new time series per name
-                for key in ("gen_ai.tool.name", "gen_ai.prompt.name"):
-                    if key in attributes:
-                        attributes[key] = "_OTHER"
-                if attributes["mcp.method.name"] not in BUILTIN_METHODS:
-                    attributes["mcp.method.name"] = "_OTHER"
+            for key in ("gen_ai.tool.name", "gen_ai.prompt.name"):  # names the client made up: not a series
+                if key in attributes:
+                    attributes[key] = name_label(attributes[key], code)
+            attributes["mcp.method.name"] = method_label(attributes["mcp.method.name"], code)
         if error_type is not None:
             attributes["error.type"] = error_type
         self.operation_duration.record(time.monotonic() - handle.started, attributes, NO_EXEMPLAR)
-        outcome = OUTCOMES.get(state, state)
-        if outcome == "answered" and (code is not None or error_type is not None):
-            outcome = "error"
+        outcome = outcome_label(state, code, error_type)
         method = handle.attributes["mcp.method.name"]
         counted = {"mcp_server.outcome": outcome, "mcp.method.name": attributes["mcp.method.name"]}
         self.settlements.add(1, counted, NO_EXEMPLAR)

@@ -1,20 +1,26 @@
-"""Without OpenTelemetry nothing breaks and nothing is imported; ``TELEMETRY: False`` turns it off too."""
+"""Without OpenTelemetry (or without prometheus_client, or both) nothing breaks and nothing of it is imported;
+``TELEMETRY: False`` turns it off too."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from mcp_server.checks import check_telemetry
 from mcp_server.telemetry import load_telemetry
-from tests.support.live import ROOT
+from tests.support.live import ROOT, migrated_template
 
 SCRIPT = r"""
 import asyncio, json, sys
-sys.modules["opentelemetry"] = None  # unimportable, as when it is not installed
+for name in HIDDEN:
+    sys.modules[name] = None  # unimportable, as when it is not installed
 import django
 django.setup()
 from django.core.cache import caches
@@ -39,11 +45,20 @@ async def main():
     await post.run([parse_message(call)])
     await runtime.aclose()
     body = json.loads(sent[1]["body"])
-    loaded = sorted(m for m in sys.modules if m.startswith("opentelemetry") and sys.modules[m] is not None)
-    text = body["result"]["content"][0]["text"]
-    otel_module = "mcp_server.telemetry.otel" in sys.modules
-    telemetry = repr(runtime.requests.telemetry)
-    print(json.dumps({"telemetry": telemetry, "text": text, "loaded": loaded, "otel_module": otel_module}))
+    from django.test import Client
+    scrape = await asyncio.to_thread(Client().get, "/metrics", HTTP_HOST="localhost")  # loopback: open
+    loaded = sorted(
+        m for m in sys.modules
+        if m.split(".")[0] in ("opentelemetry", "prometheus_client") and sys.modules[m] is not None
+    )
+    ours = ("mcp_server.telemetry.otel", "mcp_server.telemetry.prometheus", "mcp_server.metrics.exposition")
+    print(json.dumps({
+        "telemetry": type(runtime.requests.telemetry).__name__,
+        "text": body["result"]["content"][0]["text"],
+        "loaded": sorted({m.split(".")[0] for m in loaded}),
+        "modules": [m for m in ours if m in sys.modules],
+        "scrape": scrape.status_code,
+    }))
 
 asyncio.run(main())
 """
@@ -59,9 +74,42 @@ def python(script: str, **env: str) -> Any:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_nothing_breaks_and_nothing_is_imported_without_opentelemetry() -> None:
-    result = python(SCRIPT, DJANGO_SETTINGS_MODULE="tests.settings")
-    assert result == {"telemetry": "None", "text": "hi", "loaded": [], "otel_module": False}
+@pytest.mark.parametrize(
+    ("hidden", "expected"),
+    [
+        (
+            ["opentelemetry", "prometheus_client"],
+            {"telemetry": "NoneType", "loaded": [], "modules": [], "scrape": 404},
+        ),
+        (
+            ["opentelemetry"],
+            {
+                "telemetry": "PrometheusTelemetry",
+                "loaded": ["prometheus_client"],
+                "modules": ["mcp_server.telemetry.prometheus", "mcp_server.metrics.exposition"],
+                "scrape": 200,
+            },
+        ),
+        (
+            ["prometheus_client"],
+            {
+                "telemetry": "OTelTelemetry",
+                "loaded": ["opentelemetry"],
+                "modules": ["mcp_server.telemetry.otel"],
+                "scrape": 404,  # /metrics answers "off", and imports nothing to say so
+            },
+        ),
+    ],
+    ids=["neither", "no-opentelemetry", "no-prometheus-client"],
+)
+def test_nothing_breaks_and_nothing_is_imported_without_them(
+    hidden: list[str], expected: dict[str, Any], tmp_path: Path
+) -> None:
+    database = tmp_path / "db.sqlite3"  # the scrape reads the ledger's figures
+    shutil.copy(migrated_template(tmp_path), database)
+    script = SCRIPT.replace("HIDDEN", repr(hidden))
+    result = python(script, DJANGO_SETTINGS_MODULE="tests.settings", DATABASE_URL=f"sqlite:///{database}")
+    assert result == {**expected, "text": "hi"}
 
 
 def test_the_setting_turns_it_off(settings: Any) -> None:

@@ -101,6 +101,30 @@
     return a;
   }
 
+  // The request's trace: its id (the first 8 digits, the whole in the tooltip), linked when the server made
+  // a link of it (TRACE_URL); nothing without a span. Text and attributes only, never HTML; an href that
+  // is not http(s) is not used.
+  function traceCell(cell, row) {
+    if (!row.trace_id) {
+      cell.textContent = "–";
+      return;
+    }
+    const shown = row.trace_id.length > 8 ? row.trace_id.slice(0, 8) + "…" : row.trace_id;
+    if (row.trace_url && /^https?:\/\//i.test(row.trace_url)) {
+      const a = link(row.trace_url, shown, "trace " + row.trace_id);
+      a.className = "mcp-live-trace";
+      a.target = "_blank";
+      a.rel = "noopener noreferrer";
+      cell.appendChild(a);
+    } else {
+      const span = document.createElement("span");
+      span.className = "mcp-live-trace";
+      span.title = "trace " + row.trace_id;
+      span.textContent = shown;
+      cell.appendChild(span);
+    }
+  }
+
   function syncSelection() {
     if (abortButton) {
       abortButton.disabled = selected.size === 0;
@@ -135,7 +159,7 @@
       tr.appendChild(td);
       cells.box = box;
     }
-    for (const key of ["id", "age", "method", "name", "session", "client", "user", "worker", "deadline"]) {
+    for (const key of ["id", "age", "method", "name", "session", "client", "user", "worker", "deadline", "trace"]) {
       const cell = document.createElement(key === "id" ? "th" : "td");
       cell.className = "field-" + key;
       tr.appendChild(cell);
@@ -160,6 +184,7 @@
       cells.user.append(document.createElement("br"), via);
     }
     cells.worker.textContent = row.worker;
+    traceCell(cells.trace, row);
     return { tr, cells };
   }
 

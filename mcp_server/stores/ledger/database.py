@@ -42,6 +42,8 @@ def _row_values(record: LedgerRecord) -> dict[str, Any]:
         "long_id": record.long_id,
         "oauth_client_id": record.oauth_client_id,
         "oauth_client_name": record.oauth_client_name,
+        "trace_id": record.trace_id,
+        "span_id": record.span_id,
     }
 
 
@@ -67,6 +69,8 @@ def _record(row: Any) -> LedgerRecord:
         long_id=row.long_id,
         oauth_client_id=row.oauth_client_id,
         oauth_client_name=row.oauth_client_name,
+        trace_id=row.trace_id,
+        span_id=row.span_id,
     )
 
 
@@ -90,6 +94,8 @@ COLUMNS = (
     "long_id",
     "oauth_client_id",
     "oauth_client_name",
+    "trace_id",
+    "span_id",
 )
 """The columns a batch writes, in ``LedgerRecord``'s names (they are the model's attribute names too)."""
 
@@ -287,6 +293,8 @@ class DatabaseLedger(Ledger):
                 long_id=record.long_id,
                 oauth_client_id=record.oauth_client_id,
                 oauth_client_name=record.oauth_client_name,
+                trace_id=record.trace_id,
+                span_id=record.span_id,
             )
         except IntegrityError as exc:
             raise DuplicateRequest(record.request_key) from exc
