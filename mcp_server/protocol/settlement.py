@@ -128,7 +128,7 @@ class PendingRequest:
     claimed: bool = False
     """Its handler claimed its answer (``Context.claim_answer``): only the request's own task settles it."""
     span: RequestSpan | None = None
-    """Its telemetry (``None`` when OpenTelemetry is off): started on arrival, ended by the settlement."""
+    """Its telemetry (``None`` when telemetry is off): started on arrival, ended by the settlement."""
 
     @property
     def session_id(self) -> str | None:

@@ -85,7 +85,8 @@ class RequestTable:
         self._stateless: set[PendingRequest] = set()
         self._early_cancels: OrderedDict[tuple[str | None, str], float] = OrderedDict()
         self.telemetry: RequestTelemetry | None = load_telemetry()
-        """Spans and metrics of the requests (``None``: OpenTelemetry is not installed, or is turned off)."""
+        """Spans and metrics of the requests (``None``: neither OpenTelemetry nor prometheus_client is
+        installed, or ``TELEMETRY`` is off)."""
 
     def __len__(self) -> int:
         return len(self._entries) + len(self._stateless)
