@@ -13,7 +13,7 @@ from django.apps.registry import Apps
 
 import mcp_server.auth
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_site_without_the_admin_gets_no_token_admin(monkeypatch: pytest.MonkeyPatch) -> None:
