@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import forkserver
+from tests.support import forked
 from tests.support.live import SHELLS, LiveServer, drop_templates, start_server
 
 
@@ -22,7 +22,7 @@ def _session_helpers() -> Iterator[None]:
     yield
     SHELLS.close()
     drop_templates()
-    forkserver.close_forkserver()
+    forked.close_forkserver()
 
 
 @pytest.fixture(scope="session")
@@ -82,7 +82,7 @@ def live_server(session_start: Callable[..., LiveServer]) -> LiveServer:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    forkserver.ENABLED = True  # the session's servers, migrations and shell runners fork from it
+    forked.ENABLED = True  # the session's servers, migrations and shell runners fork from it
     config.addinivalue_line(
         "markers", "browser: drives headless Chromium with Playwright (Debian's chromium)"
     )

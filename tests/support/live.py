@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support.forkserver import popen
+from tests.support.forked import popen
 
 ROOT = Path(__file__).resolve().parents[2]
 
