@@ -21,7 +21,8 @@ from prometheus_client import REGISTRY, CollectorRegistry, multiprocess
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
-from ..telemetry.prometheus import WriterView, publish_writer
+from ..telemetry import WriterView
+from ..telemetry.prometheus import publish_writer
 from .figures import LedgerFigures
 
 __all__ = ["LedgerCollector", "forget_dead_workers", "render"]

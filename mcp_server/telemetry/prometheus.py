@@ -8,8 +8,8 @@ name the client made up (:mod:`.names`) and, past :data:`SERIES_LIMIT` pairs of 
 process, for any new pair.
 
 Recording stays off the request path's costs: each request keeps one slotted handle (its method, its tool,
-its start), and its settlement increments one counter and one histogram through children found in nested
-dicts (no label tuple, no ``labels()`` call, no lock beyond the one each ``prometheus_client`` value takes,
+its start), and its settlement increments one counter and one histogram through children found in one dict by
+their labels (no ``labels()`` call, no lock beyond the one each ``prometheus_client`` value takes,
 uncontended on the event loop that settles every request).
 
 The ledger writer's queue and lag are set by each worker every second (:func:`watch_writer`): in
@@ -25,14 +25,14 @@ import logging
 import time
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
 from ..conf import now as clock_now
 from ..core.records import LedgerRecord
 from ..wire.jsonrpc import RequestId
+from . import RequestSpan, RequestTelemetry, WriterView
 from .names import BUCKETS, OTHER, SERIES_LIMIT, classify, method_label, name_label, outcome_label
 
 __all__ = [
@@ -54,37 +54,6 @@ LABELS = ("mcp_method_name", "gen_ai_tool_name", "mcp_server_outcome")
 
 WRITER_INTERVAL = 1.0
 """Seconds between two settings of the ledger writer's gauges by a worker."""
-
-
-class Inner(Protocol):
-    """The OpenTelemetry side of a request, when there is one (:class:`~mcp_server.telemetry.RequestSpan`)."""
-
-    @property
-    def trace_id(self) -> str: ...
-
-    @property
-    def span_id(self) -> str: ...
-
-    def activate(self) -> None: ...
-
-    def outbound(self, method: str, message: dict[str, Any]) -> AbstractContextManager[None]: ...
-
-    def end(self, state: str, response: dict[str, Any] | None) -> None: ...
-
-
-class InnerTelemetry(Protocol):
-    """OpenTelemetry's telemetry (:class:`~mcp_server.telemetry.RequestTelemetry`)."""
-
-    def start(
-        self,
-        record: LedgerRecord,
-        request_id: RequestId,
-        params: Mapping[str, Any] | None,
-        transport: str,
-        headers: Mapping[str, Any] | None,
-    ) -> Inner | None: ...
-
-    def session_closed(self, session_id: str) -> None: ...
 
 
 Children = tuple[Any, Any]
@@ -117,31 +86,21 @@ class Instruments:
             registry=registry,
             multiprocess_mode="livemax",
         )
-        self._children: dict[str, dict[str, dict[str, Children]]] = {}
-        self._pairs = 0
+        self._children: dict[tuple[str, str, str], Children] = {}
+        self._pairs: set[tuple[str, str]] = set()
 
     def children(self, method: str, tool: str, outcome: str) -> Children:
-        """The counter's and the histogram's child for these labels (made once)."""
-        by_tool = self._children.get(method)
-        if by_tool is not None:
-            by_outcome = by_tool.get(tool)
-            if by_outcome is not None:
-                found = by_outcome.get(outcome)
-                if found is not None:
-                    return found
-        return self._new(method, tool, outcome)
-
-    def _new(self, method: str, tool: str, outcome: str) -> Children:
-        by_tool = self._children.get(method)
-        new_pair = by_tool is None or tool not in by_tool
-        if new_pair and self._pairs >= SERIES_LIMIT and (method, tool) != (OTHER, OTHER):
-            return self.children(OTHER, OTHER, outcome)
-        by_tool = self._children.setdefault(method, {})
-        if tool not in by_tool:
-            self._pairs += 1
+        """The counter's and the histogram's child for these labels (made once; past
+        :data:`SERIES_LIMIT` pairs of method and tool, a new pair is counted as ``_OTHER``)."""
         labels = (method, tool, outcome)
-        made = (self.settlements.labels(*labels), self.duration.labels(*labels))
-        by_tool.setdefault(tool, {})[outcome] = made
+        found = self._children.get(labels)
+        if found is not None:
+            return found
+        pair = (method, tool)
+        if pair not in self._pairs and len(self._pairs) >= SERIES_LIMIT and pair != (OTHER, OTHER):
+            return self.children(OTHER, OTHER, outcome)
+        self._pairs.add(pair)
+        made = self._children[labels] = (self.settlements.labels(*labels), self.duration.labels(*labels))
         return made
 
 
@@ -161,7 +120,7 @@ class PrometheusRequest:
 
     __slots__ = ("_inner", "_instruments", "method", "name", "started")
 
-    def __init__(self, measures: Instruments, inner: Inner | None, method: str, name: str) -> None:
+    def __init__(self, measures: Instruments, inner: RequestSpan | None, method: str, name: str) -> None:
         self._instruments = measures
         self._inner = inner
         self.method = method
@@ -169,7 +128,7 @@ class PrometheusRequest:
         self.started = time.monotonic()
 
     @property
-    def inner(self) -> Inner | None:
+    def inner(self) -> RequestSpan | None:
         """The request's OpenTelemetry span handle (``None``: no span)."""
         return self._inner
 
@@ -208,7 +167,7 @@ class PrometheusTelemetry:
     """The request table's telemetry with Prometheus on: each request measured, and handed on to
     OpenTelemetry's (``inner``) when that is on too."""
 
-    def __init__(self, inner: InnerTelemetry | None = None, measures: Instruments | None = None) -> None:
+    def __init__(self, inner: RequestTelemetry | None = None, measures: Instruments | None = None) -> None:
         self.inner = inner
         self.instruments = measures if measures is not None else instruments()
 
@@ -230,14 +189,6 @@ class PrometheusTelemetry:
     def session_closed(self, session_id: str) -> None:
         if self.inner is not None:
             self.inner.session_closed(session_id)
-
-
-class WriterView(Protocol):
-    """What the gauges read of a ledger writer (:class:`~mcp_server.runtime.writer.LedgerWriter`)."""
-
-    def __len__(self) -> int: ...
-
-    def oldest_unwritten(self) -> datetime | None: ...
 
 
 def publish_writer(writer: WriterView, measures: Instruments | None = None) -> None:
