@@ -22,7 +22,7 @@ from django.core.cache import caches
 from ..auth.base import oauth_client_of
 from ..conf import mcp_settings
 from ..core.limit_rules import Rule, compiled_rules, matching_rules
-from ..core.stores import StoreUnavailable, bounded
+from ..core.stores import bounded
 from ..wire.errors import RateLimited
 from .limit_counters import count_calls, retry_after
 from .task_bounds import client_address
@@ -46,6 +46,8 @@ class _Rows:
     read_at = -float("inf")
     rows: tuple[tuple[str, str, Rule | None], ...] = ()
     reading = False
+    merged: tuple[Any, Any, tuple[Rule, ...]] = (None, None, ())
+    """The settings' rules and the rows they were merged with, and the result (merged once per change)."""
 
 
 def _read_rows() -> tuple[tuple[str, str, Rule | None], ...]:
@@ -83,11 +85,17 @@ async def current_rules() -> tuple[Rule, ...]:
     if every is None:
         return rules
     await _refresh_rows(float(every))
-    if not _Rows.rows:
+    rows = _Rows.rows
+    if not rows:
         return rules
-    replaced = {(per, target) for per, target, _ in _Rows.rows}
+    merged_rules, merged_rows, merged = _Rows.merged
+    if merged_rules is rules and merged_rows is rows:
+        return merged
+    replaced = {(per, target) for per, target, _ in rows}
     kept = [r for r in rules if (r.per, r.target) not in replaced]
-    return (*kept, *(rule for _, _, rule in _Rows.rows if rule is not None))
+    merged = (*kept, *(rule for _, _, rule in rows if rule is not None))
+    _Rows.merged = (rules, rows, merged)
+    return merged
 
 
 def caller_keys(ctx: Context) -> dict[str, str]:
@@ -132,7 +140,7 @@ async def rate_refusal(ctx: Context) -> RateLimited | None:
     cache = caches[mcp_settings.RATE_LIMIT_CACHE_ALIAS]
     try:
         counts = await bounded(sync_to_async(count_calls, thread_sensitive=False)(cache, windows), "cache")
-    except (StoreUnavailable, Exception) as exc:
+    except Exception as exc:  # StoreUnavailable (the bound), or the cache's own error
         _warn(exc)
         if mcp_settings.RATE_LIMIT_FAIL_OPEN:
             return None
