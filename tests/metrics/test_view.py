@@ -68,6 +68,20 @@ def test_a_bearer_token(access: Any) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
+def test_hostile_credentials_get_a_401_never_a_500(access: Any) -> None:
+    """Bytes no token has (latin-1, NUL), a 64 KB header, the token in the query string
+    or twice in the header: each refused with 401, the query string ignored."""
+    access({"token": TOKEN})
+    hostile = [f"Bearer {TOKEN}\u00e9", "Bearer \x00", "Bearer " + "x" * 65536,
+               f"Bearer {TOKEN} {TOKEN}", "Bearer", " ", "\u00ff\u00fe"]  # fmt: skip
+    for header in hostile:
+        refused = get(HTTP_AUTHORIZATION=header)
+        assert refused.status_code == 401, header[:40]
+    assert Client().get(f"{URL}?token={TOKEN}&access_token={TOKEN}").status_code == 401
+    assert get(HTTP_AUTHORIZATION=f"Bearer {TOKEN}", QUERY_STRING="x=\x00&" + "y" * 10000).status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
 def test_addresses_and_networks(access: Any) -> None:
     access({"ips": ["127.0.0.1", "10.0.0.0/8", "2001:db8::/32"]})
     for address in ("127.0.0.1", "10.20.30.40", "::ffff:127.0.0.1", "2001:db8::7"):
