@@ -14,7 +14,13 @@ from django.core.exceptions import ValidationError
 from django.test import override_settings
 
 from mcp_server.checks.limits import check_rate_limits
-from mcp_server.core.limit_rules import calendar_period, matching_rules, parse_quota, parse_quotas, parse_rules
+from mcp_server.core.limit_rules import (
+    calendar_period,
+    matching_rules,
+    parse_quota,
+    parse_quotas,
+    parse_rules,
+)
 from mcp_server.models import Quota
 from mcp_server.protocol import rate_limit
 from mcp_server.protocol.rate_limit import current_rules, rate_refusal, window_key
