@@ -52,7 +52,11 @@ async def test_the_refusal_through_the_official_client_in_both_eras(
         with pytest.raises(MCPError) as again:
             await modern.call_tool("echo", {"text": "hi"})
     assert again.value.code == -31429
-    assert again.value.data["limit"]["name"] == "echo"
+    assert again.value.data["limit"] == error.data["limit"]  # limited alike: the same limit, the same shape
+    assert (
+        again.value.message
+        == f"Rate limit 'echo' exceeded; retry after {again.value.data['retryAfter']} seconds"
+    )
 
 
 async def test_two_workers_on_redis_let_exactly_the_limit_through(tmp_path: Path) -> None:
