@@ -1,7 +1,7 @@
 """What the official ``mcp`` client's caller sees of a refusal, on live servers, in both eras: the tool result
 that tells the model when to retry (``RATE_LIMIT_REFUSAL = "tool_result"``), and HTTP 429 with
 ``Retry-After`` (``RATE_LIMIT_HTTP_429``), which this client still turns into the JSON-RPC error with its
-``data``. Why 429 stays off by default: README / docs/howto/rate-limits.md."""
+``data``. Why 429 stays off by default: docs/howto/rate-limits.md."""
 
 from __future__ import annotations
 
