@@ -147,3 +147,11 @@ async def test_quota_rows_replace_the_setting_s_quota_and_a_disabled_row_removes
         rules = await current_rules()
     # the row replaced the quota with its per and target, not the rate rule that shares them
     assert sorted((r.name, r.period) for r in rules) == [("echo rate", None), ("echo row", "month")]
+
+
+def test_a_rate_window_s_key_owes_nothing_to_the_worker_s_clock() -> None:
+    """Two workers whose clocks are an hour apart count one window: the cache opens and expires it."""
+    rule = parse_rules([{"per": "user", "target": "*", "rate": "600/hour", "burst": 10}])[0]
+    moment = datetime(2026, 7, 28, 12, 0, tzinfo=UTC).timestamp()
+    for window in rule.windows:
+        assert window_key(rule, window, "u:5", moment) == window_key(rule, window, "u:5", moment + 3600)
