@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.core.cache import caches
 from django.core.exceptions import PermissionDenied
@@ -26,7 +26,7 @@ from .models import Quota, RateLimit
 from .protocol.limit_usage import Usage, read_usage
 from .protocol.rate_limit import merge_rows, read_rows
 
-__all__ = ["QuotaAdmin", "RateLimitAdmin", "rules_in_force", "usage_rows"]
+__all__ = ["NOT_READ", "QuotaAdmin", "RateLimitAdmin", "rules_in_force", "usage_rows", "warn_unless_read"]
 
 if TYPE_CHECKING:
     RateLimitModelAdmin = admin.ModelAdmin[RateLimit]
@@ -93,6 +93,19 @@ def usage_rows() -> tuple[list[dict[str, Any]], bool, bool]:
     return rows, more, True
 
 
+NOT_READ = (
+    "MCP_SERVER['RATE_LIMIT_RELOAD'] is None: the workers do not read these rows. Set it (e.g. 5.0 seconds) "
+    "for the rows to apply."
+)
+"""What the rows' change lists say while the rows are not read."""
+
+
+def warn_unless_read(request: HttpRequest) -> None:
+    """Tell staff, on a change list of rows, that no worker reads them (``RATE_LIMIT_RELOAD`` is ``None``)."""
+    if mcp_settings.RATE_LIMIT_RELOAD is None and request.method == "GET":
+        messages.warning(request, NOT_READ)
+
+
 @admin.register(RateLimit)
 class RateLimitAdmin(RateLimitModelAdmin):
     """Rate limits staff change live: each worker applies a change within ``RATE_LIMIT_RELOAD`` seconds.
@@ -103,6 +116,10 @@ class RateLimitAdmin(RateLimitModelAdmin):
     list_filter = ("per", "enabled")
     search_fields = ("name", "target")
     change_list_template = "admin/mcp_server/ratelimit/change_list.html"
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
+        warn_unless_read(request)
+        return super().changelist_view(request, extra_context)
 
     def get_urls(self) -> list[URLPattern]:
         info = self.opts.app_label, self.opts.model_name
@@ -136,3 +153,7 @@ class QuotaAdmin(QuotaModelAdmin):
     list_display = ("name", "per", "target", "quota", "period", "enabled", "updated")
     list_filter = ("per", "period", "enabled")
     search_fields = ("name", "target")
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
+        warn_unless_read(request)
+        return super().changelist_view(request, extra_context)

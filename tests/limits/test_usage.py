@@ -117,3 +117,11 @@ def test_the_changelist_links_the_page_and_only_viewers_may_open_it(
     assert client.get(USAGE).status_code == 403
     staff.user_permissions.add(Permission.objects.get(codename="view_ratelimit"))
     assert client.get(USAGE).status_code == 200
+
+
+def test_the_change_lists_say_when_no_worker_reads_the_rows(admin_client: Client) -> None:
+    for path in ("/admin/mcp_server/ratelimit/", "/admin/mcp_server/quota/"):
+        with override_settings(MCP_SERVER={**settings.MCP_SERVER, "RATE_LIMIT_RELOAD": None}):
+            assert "the workers do not read these rows" in admin_client.get(path).content.decode()
+        with override_settings(MCP_SERVER={**settings.MCP_SERVER, "RATE_LIMIT_RELOAD": 5.0}):
+            assert "the workers do not read these rows" not in admin_client.get(path).content.decode()
