@@ -117,5 +117,7 @@ async def test_a_stalled_cache_holds_no_call_past_store_timeout(
             began = time.monotonic()
             assert not (await client.call_tool("echo", {"text": "hi"})).is_error  # let through (open)
             took.append(time.monotonic() - began)
-    assert all(0.9 <= t < 1.0 + 4 for t in took), took  # the bound, not the socket's 60 s
+    assert all(0.9 <= t < 1.0 + 9 for t in took), (
+        took
+    )  # the bound (and a loaded machine), not the socket's 60 s
     assert len(warnings(server)) == 1

@@ -18,7 +18,7 @@ from tests.support.multiprocess import McpSession, open_session
 from tests.support.raw import messages_of, rpc
 from tests.support.wait import wait_for
 
-WINDOW = {"per": "address", "target": "tool:echo", "rate": "2/10s", "name": "ten seconds"}
+WINDOW = {"per": "address", "target": "tool:echo", "rate": "2/20s", "name": "twenty seconds"}
 
 
 @pytest.fixture
@@ -52,18 +52,18 @@ async def test_a_window_recovers_on_both_workers_once_it_is_over(workers: list[L
             answer = await call(session, b, "echo", int(time.monotonic() * 1000))
             return answer if "result" in answer else None
 
-        recovered = await wait_for(passes, "the window to end", within=30)
+        recovered = await wait_for(passes, "the window to end", within=45)
         waited = time.monotonic() - refused_at
         again = await call(session, a, "echo", 5)  # a's count is the same new window: 2 of 2
         over = await call(session, b, "echo", 6)
     assert ["result" in m for m in answers] == [True, True, False]
     retry = answers[2]["error"]["data"]["retryAfter"]
-    assert 1 <= retry <= 10
+    assert 1 <= retry <= 20
     assert on_b["error"]["code"] == -31429
     assert "result" in recovered
-    assert waited <= 10 + 5  # the window ends when Redis expires it, not later
+    assert waited <= 20 + 10  # the window ends when Redis expires it, not later
     assert "result" in again
-    assert over["error"]["data"]["limit"]["name"] == "ten seconds"
+    assert over["error"]["data"]["limit"]["name"] == "twenty seconds"
 
 
 async def row_id(server: LiveServer, name: str) -> int:
