@@ -25,16 +25,18 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from .admin_limits import QuotaAdmin, RateLimitAdmin
 from .admin_live.operations import END_REASON, TASK_CANCEL_MESSAGE, cancel_tasks, end_sessions
 from .admin_live.routing import LIVE_PATH
 from .admin_live.views import LivePage, abort_and_log
 from .core.states import State
-from .models import LedgerEntry, RateLimit, Session, Task
+from .models import LedgerEntry, Session, Task
 from .telemetry.links import trace_url
 
 __all__ = [
     "AgeFilter",
     "LedgerEntryAdmin",
+    "QuotaAdmin",
     "RateLimitAdmin",
     "SessionAdmin",
     "TaskAdmin",
@@ -46,12 +48,10 @@ if TYPE_CHECKING:
     SessionModelAdmin = admin.ModelAdmin[Session]
     LedgerEntryModelAdmin = admin.ModelAdmin[LedgerEntry]
     TaskModelAdmin = admin.ModelAdmin[Task]
-    RateLimitModelAdmin = admin.ModelAdmin[RateLimit]
 else:
     SessionModelAdmin = admin.ModelAdmin
     LedgerEntryModelAdmin = admin.ModelAdmin
     TaskModelAdmin = admin.ModelAdmin
-    RateLimitModelAdmin = admin.ModelAdmin
 
 
 def _duration(delta: timedelta) -> str:
@@ -406,13 +406,3 @@ class TaskAdmin(TaskModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Task | None = None) -> bool:
         """A deleted live task would leave its client polling nothing; ended ones are pruned (TTL)."""
         return False
-
-
-@admin.register(RateLimit)
-class RateLimitAdmin(RateLimitModelAdmin):
-    """Rate limits staff change live: each worker applies a change within ``RATE_LIMIT_RELOAD`` seconds.
-    The form refuses a zero, negative or absurd rate or burst (``RateLimit.clean``)."""
-
-    list_display = ("name", "per", "target", "rate", "burst", "enabled", "updated")
-    list_filter = ("per", "enabled")
-    search_fields = ("name", "target")

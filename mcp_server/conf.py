@@ -89,6 +89,9 @@ DEFAULTS: dict[str, Any] = {
     "RATE_LIMIT_FAIL_OPEN": True,
     "RATE_LIMIT_ERROR_CODE": -31429,
     "RATE_LIMIT_RELOAD": None,
+    "RATE_LIMIT_REFUSAL": "error",
+    "RATE_LIMIT_HTTP_429": False,
+    "QUOTAS": None,
     "METRICS_ACCESS": "staff",
     "TRACE_URL": None,
 }
@@ -191,6 +194,13 @@ class MCPSettings:
     """The JSON-RPC error code of a rate-limited request's refusal."""
     RATE_LIMIT_RELOAD: float | None
     """Seconds between two reads of the admin's rate limits by each worker (``None``: rows not read)."""
+    RATE_LIMIT_REFUSAL: str
+    """How a refused ``tools/call`` is answered: ``"error"`` (the JSON-RPC error, as every other refused
+    request) or ``"tool_result"`` (a result with ``isError: true`` whose text says when to retry)."""
+    RATE_LIMIT_HTTP_429: bool
+    """Whether the error of a single refused request answered as JSON carries HTTP 429 and ``Retry-After``."""
+    QUOTAS: list[dict[str, Any]] | None
+    """Daily or monthly quotas by who and what (``mcp_server.core.limit_rules``; ``None``: no quotas)."""
     """OpenTelemetry spans and metrics of every request, when ``opentelemetry-api`` is installed; Prometheus
     metrics, when ``prometheus_client`` is."""
     METRICS_ACCESS: str | dict[str, Any]

@@ -325,7 +325,8 @@
         height: height.toFixed(1),
         class: "throughput-bar",
       });
-      bar.appendChild(svg("title", {}, clock(m.t) + ": " + m.throughput + " settled"));
+      const limited = m.rate_limited ? " (" + m.rate_limited + " rate limited)" : "";
+      bar.appendChild(svg("title", {}, clock(m.t) + ": " + m.throughput + " settled" + limited));
       chart.appendChild(bar);
     });
 
@@ -364,6 +365,7 @@
     const hour = snapshot.history.reduce((sum, m) => sum + m.throughput, 0);
     byId("mcp-live-pending").textContent = String(snapshot.pending_total);
     byId("mcp-live-throughput").textContent = recent ? String(recent.settled) : "–";
+    byId("mcp-live-limited").textContent = recent ? String(recent.rate_limited) : "–";
     byId("mcp-live-hour").textContent = snapshot.history_available ? String(hour) : "–";
     byId("mcp-live-latency").textContent = recent
       ? [recent.p50, recent.p95, recent.p99].map(millis).join(" / ")
