@@ -65,6 +65,7 @@ async function main() {
     { serverTools: {}, serverResources: {}, logging: {} },
   );
   bridge.addEventListener("sizechange", ({ height }) => {
+    state.height = height;
     if (height) iframe.style.height = `${height}px`;
   });
   bridge.oninitialized = async () => {

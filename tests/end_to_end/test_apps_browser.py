@@ -117,6 +117,9 @@ def test_the_book_cards_reserve_a_copy_through_the_host(page: Page, server: Live
     book_id = int(card.get_attribute("data-book-id") or 0)
     before = query(server, "SELECT copies_available FROM catalogue_book WHERE id = ?", book_id)[0]
     expect(card.locator(".copies")).to_have_text(f"{before['copies_available']} copies available")
+    # The view reported its content's size (ui/notifications/size-changed): the host fitted the iframe to it.
+    page.wait_for_function("() => (window.hostState.height || 0) > 100", timeout=10_000)
+    assert page.evaluate("window.hostState.height") < 320
     if os.environ.get("UPDATE_SCREENSHOTS"):
         SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SCREENSHOT))

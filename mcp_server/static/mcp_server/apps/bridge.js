@@ -141,8 +141,9 @@
     var self = this;
     var last = "";
     var observer = new global.ResizeObserver(function () {
+      // The content's height (scrollHeight would never go below the iframe's own height).
       var root = global.document.documentElement;
-      var size = { width: Math.ceil(root.scrollWidth), height: Math.ceil(root.scrollHeight) };
+      var size = { width: Math.ceil(root.scrollWidth), height: Math.ceil(root.getBoundingClientRect().height) };
       var key = size.width + "x" + size.height;
       if (key !== last) {
         last = key;
