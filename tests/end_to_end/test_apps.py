@@ -87,7 +87,7 @@ async def test_the_view_is_the_rendered_template_with_its_ui_meta(server: LiveSe
     assert content.meta == {"ui": {"csp": {"resourceDomains": [server.base]}, "prefersBorder": True}}
     document = content.text
     assert document.startswith("<!DOCTYPE html>")
-    assert "window.McpApp = McpApp" in document or "global.McpApp = McpApp" in document  # the bridge, inline
+    assert "global.McpApp = McpApp;" in document  # the bridge, inline
     assert 'callTool("reserve_copy"' in document
     assert "Reserving as a guest · shown in apps-test" in document
     assert "<script src=" not in document  # nothing to fetch: the view needs no network access
