@@ -38,6 +38,8 @@ HOST_PAGE = """<!DOCTYPE html>
 iframe { width: 720px; height: 320px; border: 1px solid #ccc; border-radius: 8px; background: white; }</style>
 </head><body><p>A chat answer, and beside it the tool's view:</p><div id="frame"></div>
 <script type="module" src="/__apps_host__/host.js"></script></body></html>"""
+WAIT = 30_000
+"""Milliseconds an expectation waits for its state (a loaded machine is slow, never wrong)."""
 HOSTILE = "<img src=x onerror=\"document.title='pwned'\">"
 
 
@@ -95,7 +97,7 @@ def page(chromium: str, host_bundle: Path, server: LiveServer) -> Iterator[Page]
 def open_view(page: Page, server: LiveServer, tool: str, arguments: dict[str, Any]) -> Frame:
     """Open the host page for ``tool(arguments)``; returns the view's frame once the host delivered it."""
     page.goto(f"{server.base}/__apps_host__/?{urlencode({'tool': tool, 'arguments': json.dumps(arguments)})}")
-    page.wait_for_function("() => ['delivered', 'failed'].includes(window.hostState.step)", timeout=30_000)
+    page.wait_for_function("() => ['delivered', 'failed'].includes(window.hostState.step)", timeout=WAIT)
     state = page.evaluate("window.hostState")
     assert state["step"] == "delivered", state["error"]
     handle = page.locator("#view").element_handle()
@@ -111,23 +113,25 @@ def test_the_book_cards_reserve_a_copy_through_the_host(page: Page, server: Live
     assert state["csp"] == {"resourceDomains": [server.base]}
     assert page.locator("#view").get_attribute("sandbox") == "allow-scripts"
     cards = frame.locator(".card")
-    expect(cards).to_have_count(2)
-    expect(frame.locator("#query")).to_have_text("Books matching “Calvino”")
+    expect(cards).to_have_count(2, timeout=WAIT)
+    expect(frame.locator("#query")).to_have_text("Books matching “Calvino”", timeout=WAIT)
     card = frame.locator(".card", has_text="Invisible Cities")
     book_id = int(card.get_attribute("data-book-id") or 0)
     before = query(server, "SELECT copies_available FROM catalogue_book WHERE id = ?", book_id)[0]
-    expect(card.locator(".copies")).to_have_text(f"{before['copies_available']} copies available")
+    expect(card.locator(".copies")).to_have_text(
+        f"{before['copies_available']} copies available", timeout=WAIT
+    )
     # The view reported its content's size (ui/notifications/size-changed): the host fitted the iframe to it.
-    page.wait_for_function("() => (window.hostState.height || 0) > 100", timeout=10_000)
+    page.wait_for_function("() => (window.hostState.height || 0) > 100", timeout=WAIT)
     assert page.evaluate("window.hostState.height") < 320
     if os.environ.get("UPDATE_SCREENSHOTS"):
         SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SCREENSHOT))
     card.locator(".reserve").click()
-    expect(card.locator(".status")).to_have_text("Reserved.", timeout=30_000)
+    expect(card.locator(".status")).to_have_text("Reserved.", timeout=WAIT)
     left = before["copies_available"] - 1
     expect(card.locator(".copies")).to_have_text(
-        "1 copy available" if left == 1 else f"{left} copies available"
+        "1 copy available" if left == 1 else f"{left} copies available", timeout=WAIT
     )
     assert page.evaluate("window.hostState.viewCalls") == ["reserve_copy"]
     # The reservation committed before the view got its answer.
@@ -139,7 +143,7 @@ def test_the_book_cards_reserve_a_copy_through_the_host(page: Page, server: Live
 
 def test_a_hostile_argument_stays_text_in_the_view(page: Page, server: LiveServer) -> None:
     frame = open_view(page, server, "search_books", {"query": HOSTILE})
-    expect(frame.locator("#empty")).to_have_text("No book matches.")
-    expect(frame.locator("#query")).to_have_text(f"Books matching “{HOSTILE}”")
+    expect(frame.locator("#empty")).to_have_text("No book matches.", timeout=WAIT)
+    expect(frame.locator("#query")).to_have_text(f"Books matching “{HOSTILE}”", timeout=WAIT)
     assert frame.locator("img").count() == 0
     assert frame.evaluate("document.title") == "Books"
