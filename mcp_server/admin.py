@@ -28,6 +28,7 @@ from django.utils.html import format_html
 from .admin_limits import QuotaAdmin, RateLimitAdmin
 from .admin_live.operations import END_REASON, TASK_CANCEL_MESSAGE, cancel_tasks, end_sessions
 from .admin_live.routing import LIVE_PATH
+from .admin_live.ui_tools import UI_LABELS, ui_kind
 from .admin_live.views import LivePage, abort_and_log
 from .core.states import State
 from .models import LedgerEntry, Session, Task
@@ -283,7 +284,12 @@ class LedgerEntryAdmin(LedgerEntryModelAdmin):
 
     @admin.display(description="name", ordering="name")
     def handler(self, obj: LedgerEntry) -> str:
-        """The tool, resource or prompt."""
+        """The tool, resource or prompt; a tool's MCP Apps part beside it (a view's call, a tool with one)."""
+        kind = ui_kind(obj.method, obj.name)
+        if kind:
+            return format_html(
+                '{} <span class="mcp-ui mcp-ui-{}">{}</span>', _cut(obj.name), kind, UI_LABELS[kind]
+            )
         return _cut(obj.name) if obj.name else "-"
 
     @admin.display(description="revision", ordering="protocol_version")

@@ -94,6 +94,8 @@ DEFAULTS: dict[str, Any] = {
     "QUOTAS": None,
     "METRICS_ACCESS": "staff",
     "TRACE_URL": None,
+    "APP_ORIGIN": None,
+    "APP_CSP": None,
 }
 """Every key ``MCP_SERVER`` understands, with its default. The README's settings table mirrors this."""
 
@@ -209,6 +211,13 @@ class MCPSettings:
     TRACE_URL: str | None
     """Where the admin links a request's trace: a URL with ``{trace_id}`` (and maybe ``{span_id}``) in it;
     ``None``: the id alone is shown."""
+    APP_ORIGIN: str | None
+    """The site's origin (``https://library.example``) in MCP Apps views: where a relative ``STATIC_URL`` or
+    ``MEDIA_URL`` points, and what their CSP ``resourceDomains`` allow (``None``: the origin of the
+    ``resources/read`` request; over stdio, none)."""
+    APP_CSP: dict[str, list[str]] | None
+    """The ``_meta.ui.csp`` of every view (``connectDomains``, ``resourceDomains``, ``frameDomains``,
+    ``baseUriDomains``); ``None``: derived from ``STATIC_URL`` and ``MEDIA_URL``, no connections."""
     unknown_keys: tuple[str, ...] = field(default=())
 
     @classmethod
@@ -280,7 +289,9 @@ def allowed_hosts() -> list[str]:
     return hosts
 
 
-DJANGO_SETTINGS_READ = frozenset({"ALLOWED_HOSTS", "DEBUG", "USE_TZ", "SESSION_COOKIE_NAME"})
+DJANGO_SETTINGS_READ = frozenset(
+    {"ALLOWED_HOSTS", "DEBUG", "USE_TZ", "SESSION_COOKIE_NAME", "STATIC_URL", "MEDIA_URL"}
+)
 """The Django settings :func:`django_setting` keeps (a change of any, or of ``MCP_SERVER``, forgets all)."""
 
 

@@ -29,6 +29,7 @@ from ..ledger import Ledger, LedgerRecord, State, get_ledger
 from ..models import LedgerEntry, Session
 from ..stores.ledger.database import DatabaseLedger
 from ..telemetry.links import trace_url
+from .ui_tools import ui_kind
 
 __all__ = [
     "HISTORY_MINUTES",
@@ -125,6 +126,7 @@ async def _rows(records: list[LedgerRecord], now: datetime) -> list[dict[str, An
                 "id": json.dumps(record.request_id),
                 "method": record.method,
                 "name": record.name,
+                "ui": ui_kind(record.method, record.name),
                 "session": record.session_id or "",
                 "client": record.client or clients.get(record.session_id or "", ""),
                 "user": users.get(record.user_id, "") if record.user_id is not None else "",

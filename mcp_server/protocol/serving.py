@@ -92,7 +92,10 @@ async def answer_initialize(
             params=params,
             transport=transport,
         )
-        result = serialize_server_result("initialize", version, initialize_result(server, params))
+        body = initialize_result(server, params)
+        result = serialize_server_result("initialize", version, body)
+        if "extensions" in body["capabilities"]:  # SEP-2133: in every revision (older schemas drop the key)
+            result["capabilities"]["extensions"] = body["capabilities"]["extensions"]
         response = result_response(message.id, result)
     except ValidationError as exc:
         error = JSONRPCError(INVALID_PARAMS, f"Invalid params for initialize: {exc.errors()[0]['msg']}")

@@ -174,6 +174,12 @@
     }
     cells.method.textContent = row.method;
     cells.name.textContent = row.name || "–";
+    if (row.ui) {  // MCP Apps: a tool with a view, or one only views call (the call came from a view)
+      const badge = document.createElement("span");
+      badge.className = "mcp-live-ui mcp-live-ui-" + row.ui;
+      badge.textContent = row.ui === "app" ? "by a view" : "has a view";
+      cells.name.append(" ", badge);
+    }
     cells.client.textContent = row.client || "–";
     cells.user.textContent = row.user || "–";
     if (row.oauth_client_id) {
