@@ -25,14 +25,13 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
-from django.core.cache import caches
 from django.core.cache.backends.dummy import DummyCache
 from django.core.cache.backends.locmem import LocMemCache
 from django.db import connections, router
 from django.db.models.signals import post_delete, post_save, pre_delete
 from django.utils import timezone
 
-from ..conf import mcp_settings
+from ..conf import mcp_settings, process_cache
 
 __all__ = ["TOMBSTONE", "cache_key", "checksum_of", "connect_signals", "current_user", "forget", "lookup"]
 
@@ -43,15 +42,9 @@ LAST_LOGIN_ONLY = frozenset({"last_login"})
 """A user's save that names only these fields (each sign-in) keeps their tokens' entries."""
 
 
-_client: list[Any] = []
-
-
 def _cache() -> Any:
-    """One client of the default cache for the process: ``caches[...]`` in async code builds one per task,
-    with a new connection each (as the cache ledger does)."""
-    if not _client:
-        _client.append(caches["default"])
-    return _client[0]
+    """The process's one client of the default cache (:func:`~mcp_server.conf.process_cache`)."""
+    return process_cache("default")
 
 
 def cache_key(checksum: str) -> str:

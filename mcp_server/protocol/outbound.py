@@ -6,9 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from channels.layers import get_channel_layer
-from django.core.cache import caches
 
-from ..conf import mcp_settings
+from ..conf import mcp_settings, process_cache
 from ..core.moved import moved_names
 from ..core.stores import CHANNEL_LAYER, bounded
 from ..wire.jsonrpc import JSONRPCResponse, RequestId, WireError
@@ -26,7 +25,7 @@ def _route_key(session_id: str | None, request_id: RequestId) -> str:
 async def aremember_route(session_id: str | None, request_id: RequestId, channel: str) -> None:
     """Remember which consumer waits for this answer, so that a POST to any worker can reach it."""
     if channel and session_id is not None:
-        cache = caches[mcp_settings.LEDGER_CACHE_ALIAS]
+        cache = process_cache(mcp_settings.LEDGER_CACHE_ALIAS)
         await bounded(cache.aset(_route_key(session_id, request_id), channel, ROUTE_TTL), "cache")
 
 
@@ -34,7 +33,7 @@ async def aforward_answer(session_id: str | None, message: JSONRPCResponse | Wir
     """Send the client's answer to the worker whose handler waits for it; ``False`` when none does."""
     if session_id is None or message.id is None:
         return False
-    cache = caches[mcp_settings.LEDGER_CACHE_ALIAS]
+    cache = process_cache(mcp_settings.LEDGER_CACHE_ALIAS)
     key = _route_key(session_id, message.id)
     channel = await bounded(cache.aget(key), "cache")
     layer = get_channel_layer(mcp_settings.CHANNEL_LAYER)

@@ -17,10 +17,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
-from django.core.cache import caches
 
 from ..auth.base import oauth_client_of
-from ..conf import mcp_settings
+from ..conf import mcp_settings, process_cache
 from ..core.limit_rules import Rule, Window, calendar_period, compiled_rules, matching_rules
 from ..core.stores import bounded
 from ..wire.errors import RateLimited
@@ -163,7 +162,7 @@ async def rate_refusal(ctx: Context) -> RateLimited | None:
         return None
     now = time.time()
     windows = [window_key(r, w, who[r.per], now) for r in found for w in r.windows]
-    cache = caches[mcp_settings.RATE_LIMIT_CACHE_ALIAS]
+    cache = process_cache(mcp_settings.RATE_LIMIT_CACHE_ALIAS)
     try:
         counts = await bounded(sync_to_async(count_calls, thread_sensitive=False)(cache, windows), "cache")
     except Exception as exc:  # StoreUnavailable (the bound), or the cache's own error

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
 from typing import Any
@@ -131,3 +132,23 @@ def test_parallel_calls_are_counted_exactly(cache: Any) -> None:
     for thread in threads:
         thread.join()
     assert sorted(results) == list(range(1, 51))
+
+
+async def test_the_counters_cache_is_one_client_for_the_process() -> None:
+    """``caches[alias]`` in async code makes a client per task (Django keeps them per context), each with
+    its own connection pool: a Redis connect per request. The counters (and the token cache, the events, the
+    outbound routes) take the process's one client instead."""
+    from django.core.cache import caches
+    from django.test import override_settings
+
+    from mcp_server.conf import process_cache
+
+    async def clients() -> tuple[Any, Any]:
+        return caches["fresh"], process_cache("fresh")
+
+    fresh = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": uuid.uuid4().hex}
+    with override_settings(CACHES={"default": fresh, "fresh": fresh}):  # no task has read "fresh" yet
+        first, second = await asyncio.gather(asyncio.create_task(clients()), asyncio.create_task(clients()))
+        assert first[0] is not second[0]  # what Django's handler does: one per task
+        assert first[1] is second[1] is process_cache("fresh")
+    assert process_cache("default") is not first[1]  # forgotten with the settings that made it

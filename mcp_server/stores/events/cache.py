@@ -8,6 +8,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from ...conf import process_cache
 from .base import EventStore, StoredEvent
 
 __all__ = ["CacheEventStore"]
@@ -19,9 +20,7 @@ class CacheEventStore(EventStore):
 
     @property
     def cache(self) -> Any:
-        from django.core.cache import caches
-
-        return caches[str(self.options.get("CACHE_ALIAS", "default"))]
+        return process_cache(str(self.options.get("CACHE_ALIAS", "default")))
 
     def _k(self, *parts: Any) -> str:
         return "mcp:ev:" + ":".join(str(p) for p in parts)
