@@ -92,6 +92,7 @@ DEFAULTS: dict[str, Any] = {
     "RATE_LIMIT_RELOAD": None,
     "RATE_LIMIT_REFUSAL": "error",
     "RATE_LIMIT_HTTP_429": False,
+    "RATE_LIMIT_LEASE": 256,
     "QUOTAS": None,
     "METRICS_ACCESS": "staff",
     "TRACE_URL": None,
@@ -202,6 +203,10 @@ class MCPSettings:
     request) or ``"tool_result"`` (a result with ``isError: true`` whose text says when to retry)."""
     RATE_LIMIT_HTTP_429: bool
     """Whether the error of a single refused request answered as JSON carries HTTP 429 and ``Retry-After``."""
+    RATE_LIMIT_LEASE: int
+    """The most calls of one window a worker adds to its shared count in one round trip and lets through
+    without asking again (``mcp_server.protocol.limit_leases``: only while the window has over 256 times
+    that many left; ``1``: a round trip per call)."""
     QUOTAS: list[dict[str, Any]] | None
     """Daily or monthly quotas by who and what (``mcp_server.core.limit_rules``; ``None``: no quotas)."""
     """OpenTelemetry spans and metrics of every request, when ``opentelemetry-api`` is installed; Prometheus

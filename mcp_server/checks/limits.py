@@ -8,7 +8,7 @@
 - ``E075`` ``RATE_LIMIT_REFUSAL`` is neither ``"error"`` nor ``"tool_result"``, ``E076``
   ``RATE_LIMIT_HTTP_429`` is not a boolean, ``E077`` ``QUOTAS`` is not a list of valid quotas (a zero,
   negative or absurd ``quota``, a ``period`` other than ``day`` or ``month``, an unknown ``per``, ``target``
-  or key)
+  or key), ``E078`` ``RATE_LIMIT_LEASE`` is not a whole number from 1 to 10,000
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ __all__ = ["check_rate_limits"]
 
 SEP_3304_CODE = -32023
 """The code SEP-3304 proposes: refused while it is not in the specification, like every -32020..-32099."""
+
+MAX_LEASE = 10_000
+"""The largest ``RATE_LIMIT_LEASE`` (a lease is at most 1/256 of what its window has left anyway)."""
 
 _TAKEN = range(-32005, -31999)
 """The codes this server already answers with (-32000 to -32005)."""
@@ -82,4 +85,8 @@ def _refusal_and_quotas(conf: MCPSettings) -> list[CheckMessage]:
         parse_quotas(conf.QUOTAS)
     except ValueError as exc:
         messages.append(Error(f"MCP_SERVER['QUOTAS']: {exc}.", id="mcp_server.E077"))
+    lease = conf.RATE_LIMIT_LEASE
+    if isinstance(lease, bool) or not isinstance(lease, int) or not 1 <= lease <= MAX_LEASE:
+        text = f"MCP_SERVER['RATE_LIMIT_LEASE'] {lease!r} is not a whole number from 1 to {MAX_LEASE}."
+        messages.append(Error(text, id="mcp_server.E078"))
     return messages

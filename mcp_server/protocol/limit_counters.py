@@ -21,7 +21,7 @@ import math
 import time
 from typing import Any
 
-__all__ = ["count_calls", "redis_client", "retry_after"]
+__all__ = ["acount_redis", "async_redis_client", "count_calls", "redis_client", "retry_after"]
 
 
 def redis_client(cache: Any) -> tuple[Any, Any] | None:
@@ -32,14 +32,29 @@ def redis_client(cache: Any) -> tuple[Any, Any] | None:
     return cache._cache.get_client(None, write=True), cache.make_and_validate_key
 
 
-def _count_redis(client: Any, make_key: Any, windows: list[tuple[str, int]]) -> list[tuple[int, float]]:
-    pipe = client.pipeline(transaction=True)
-    keys = [make_key(key) for key, _ in windows]
-    for key, (_, seconds) in zip(keys, windows, strict=True):
+_SYNC_ONLY = frozenset({"pool_class", "parser_class", "serializer"})
+"""``OPTIONS`` of Django's ``RedisCache`` that name its synchronous client's classes."""
+
+
+def async_redis_client(cache: Any) -> tuple[Any, Any] | None:
+    """``(redis.asyncio client, make_key)`` for the first server of Django's ``RedisCache`` (its
+    connections belong to the event loop that first uses them), or ``None`` for any other cache."""
+    if type(cache).__module__ != "django.core.cache.backends.redis":
+        return None
+    import redis.asyncio
+
+    options = {key: value for key, value in cache._options.items() if key not in _SYNC_ONLY}
+    return redis.asyncio.Redis.from_url(cache._servers[0], **options), cache.make_and_validate_key
+
+
+def _queue(pipe: Any, keys: list[str], windows: list[tuple[str, int]], amounts: list[int]) -> None:
+    for key, (_, seconds), amount in zip(keys, windows, amounts, strict=True):
         pipe.set(key, 0, ex=seconds, nx=True)
-        pipe.incr(key)
+        pipe.incrby(key, amount)
         pipe.pttl(key)
-    replies = pipe.execute()
+
+
+def _counts(replies: list[Any], windows: list[tuple[str, int]]) -> list[tuple[int, float]]:
     out = []
     for i, (_, seconds) in enumerate(windows):
         count, left_ms = int(replies[3 * i + 1]), int(replies[3 * i + 2])
@@ -47,14 +62,32 @@ def _count_redis(client: Any, make_key: Any, windows: list[tuple[str, int]]) -> 
     return out
 
 
-def _count_generic(cache: Any, windows: list[tuple[str, int]]) -> list[tuple[int, float]]:
+async def acount_redis(
+    client: Any, make_key: Any, windows: list[tuple[str, int]], amounts: list[int]
+) -> list[tuple[int, float]]:
+    """:func:`count_calls` on Redis through ``redis.asyncio``, on the event loop: no thread to hop to (a
+    worker thread's round trip cost ~0.6 ms of CPU at concurrency 16, against ~0.15 ms on the loop)."""
+    pipe = client.pipeline(transaction=True)
+    _queue(pipe, [make_key(key) for key, _ in windows], windows, amounts)
+    return _counts(await pipe.execute(), windows)
+
+
+def _count_redis(
+    client: Any, make_key: Any, windows: list[tuple[str, int]], amounts: list[int]
+) -> list[tuple[int, float]]:
+    pipe = client.pipeline(transaction=True)
+    _queue(pipe, [make_key(key) for key, _ in windows], windows, amounts)
+    return _counts(pipe.execute(), windows)
+
+
+def _count_generic(cache: Any, windows: list[tuple[str, int]], amounts: list[int]) -> list[tuple[int, float]]:
     out = []
-    for key, seconds in windows:
+    for (key, seconds), amount in zip(windows, amounts, strict=True):
         for _attempt in range(3):
             if cache.add(key, 0, seconds):
                 cache.set(f"{key}:end", time.time() + seconds, seconds)
             try:
-                count = int(cache.incr(key))
+                count = int(cache.incr(key, amount))
                 break
             except ValueError:  # it expired between add and incr: open the next window
                 continue
@@ -66,15 +99,19 @@ def _count_generic(cache: Any, windows: list[tuple[str, int]]) -> list[tuple[int
     return out
 
 
-def count_calls(cache: Any, windows: list[tuple[str, int]]) -> list[tuple[int, float]]:
-    """Count one call in each ``(key, seconds)`` window; ``(count including it, seconds left)`` of each.
+def count_calls(
+    cache: Any, windows: list[tuple[str, int]], amounts: list[int] | None = None
+) -> list[tuple[int, float]]:
+    """Count one call (or ``amounts[i]``: a lease, :mod:`~mcp_server.protocol.limit_leases`) in each
+    ``(key, seconds)`` window; ``(count including it, seconds left)`` of each.
 
     Synchronous (a cache client's call): run it in a thread, bounded by ``STORE_TIMEOUT``.
     """
+    amounts = amounts if amounts is not None else [1] * len(windows)
     redis = redis_client(cache)
     if redis is not None:
-        return _count_redis(redis[0], redis[1], windows)
-    return _count_generic(cache, windows)
+        return _count_redis(redis[0], redis[1], windows, amounts)
+    return _count_generic(cache, windows, amounts)
 
 
 def retry_after(seconds_left: float) -> int:

@@ -12,8 +12,11 @@ it with ``retryAfter`` 1; either way a warning is logged at most once a minute.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+import weakref
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
@@ -23,7 +26,8 @@ from ..conf import mcp_settings, process_cache
 from ..core.limit_rules import Rule, Window, calendar_period, compiled_rules, matching_rules
 from ..core.stores import bounded
 from ..wire.errors import RateLimited
-from .limit_counters import count_calls, retry_after
+from .limit_counters import acount_redis, async_redis_client, count_calls, retry_after
+from .limit_leases import Leases
 from .task_bounds import client_address
 
 if TYPE_CHECKING:
@@ -157,20 +161,137 @@ async def rate_refusal(ctx: Context) -> RateLimited | None:
     if not rules:
         return None
     who = caller_keys(ctx)
-    found = matching_rules(rules, ctx.method, ctx.params, frozenset(who))
+    found = _Matched.rules_for(rules, ctx.method, ctx.params, frozenset(who))
     if not found:
         return None
     now = time.time()
-    windows = [window_key(r, w, who[r.per], now) for r in found for w in r.windows]
-    cache = process_cache(mcp_settings.RATE_LIMIT_CACHE_ALIAS)
-    try:
-        counts = await bounded(sync_to_async(count_calls, thread_sensitive=False)(cache, windows), "cache")
-    except Exception as exc:  # StoreUnavailable (the bound), or the cache's own error
-        _warn(exc)
-        if mcp_settings.RATE_LIMIT_FAIL_OPEN:
-            return None
-        return RateLimited(mcp_settings.RATE_LIMIT_ERROR_CODE, None, None, 1)
+    limited = [(w, window_key(r, w, who[r.per], now)) for r in found for w in r.windows]
+    leases = _Leased.leases
+    asking = [at for at, (_, (key, _)) in enumerate(limited) if not leases.take(key)]
+    low = [entry for entry in limited if leases.running_low(entry[1][0])]
+    if low:
+        keys = [key for _, (key, _) in low]
+        future = leases.asking(keys)  # in flight from now on
+        _Leased.ahead(_ask_ahead(leases, low, future), lambda _: leases.asked(keys, future))
+    counts: list[tuple[int, float]] = [(0, 0.0)] * len(limited)  # a leased call is within its window
+    if asking:
+        try:
+            await _ask(limited, asking, counts)
+        except Exception as exc:  # StoreUnavailable (the bound), or the cache's own error
+            _warn(exc)
+            if mcp_settings.RATE_LIMIT_FAIL_OPEN:
+                return None
+            return RateLimited(mcp_settings.RATE_LIMIT_ERROR_CODE, None, None, 1)
     return _refusal(found, counts)
+
+
+class _Matched:
+    """Which rules count a request, kept by what decides it (its method, the name or URI it names, and
+    who its caller is) while the rules stay the same: matching the rules' globs was a third of a limited
+    call's cost. At most :data:`MATCHES_KEPT` answers are kept (names a client makes up start it afresh)."""
+
+    rules: tuple[Rule, ...] | None = None
+    found: dict[tuple[str, Any, frozenset[str]], list[Rule]] = {}
+
+    @classmethod
+    def rules_for(
+        cls, rules: tuple[Rule, ...], method: str, params: dict[str, Any], pers: frozenset[str]
+    ) -> list[Rule]:
+        if cls.rules is not rules:
+            cls.rules, cls.found = rules, {}
+        named = params.get("uri") if method.startswith("resources/") else params.get("name")
+        if isinstance(named, str) and len(named) > NAME_KEPT:  # not kept: matched every time
+            return matching_rules(rules, method, params, pers)
+        key = (method, named if isinstance(named, str) else None, pers)
+        found = cls.found.get(key)
+        if found is None:
+            found = matching_rules(rules, method, params, pers)
+            if len(cls.found) >= MATCHES_KEPT:
+                cls.found = {}
+            cls.found[key] = found
+        return found
+
+
+MATCHES_KEPT = 4096
+NAME_KEPT = 256
+"""A name or URI longer than this is matched anew each time, never kept."""
+
+
+class _Leased:
+    """The leases of this process (:mod:`~mcp_server.protocol.limit_leases`) and the round trips that
+    ask for the next ones ahead."""
+
+    leases = Leases()
+    asking_ahead: set[asyncio.Task[None]] = set()
+    redis: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, Any]] = weakref.WeakKeyDictionary()
+    """Per event loop: the cache it was made for and its ``redis.asyncio`` client (``None``: not Redis)."""
+
+    @classmethod
+    async def count(cls, windows: list[tuple[str, int]], amounts: list[int]) -> list[tuple[int, float]]:
+        """Count in the rate-limit cache: on the loop for Redis, in a worker thread for any other cache
+        (bounded by ``STORE_TIMEOUT`` either way)."""
+        cache = process_cache(mcp_settings.RATE_LIMIT_CACHE_ALIAS)
+        loop = asyncio.get_running_loop()
+        made = cls.redis.get(loop)
+        if made is None or made[0] is not cache:
+            made = cls.redis[loop] = (cache, async_redis_client(cache))
+        if made[1] is not None:
+            client, make_key = made[1]
+            return await bounded(acount_redis(client, make_key, windows, amounts), "cache")
+        count = sync_to_async(count_calls, thread_sensitive=False)
+        return await bounded(count(cache, windows, amounts), "cache")
+
+    @classmethod
+    def ahead(cls, coroutine: Coroutine[Any, Any, None], done: Callable[[Any], None]) -> None:
+        """Run ``coroutine`` on its own; ``done`` when it ends, however (even cancelled unstarted)."""
+        task = asyncio.get_running_loop().create_task(coroutine)
+        cls.asking_ahead.add(task)
+        task.add_done_callback(cls.asking_ahead.discard)
+        task.add_done_callback(done)
+
+
+async def _ask_ahead(
+    leases: Leases, low: list[tuple[Window, tuple[str, int]]], future: asyncio.Future[None]
+) -> None:
+    """Ask for the next leases of ``low`` before they run out (no call waits for it; a failure is left to
+    the next call that finds its lease empty, which asks and answers for it)."""
+    most = mcp_settings.RATE_LIMIT_LEASE
+    windows = [entry[1] for entry in low]
+    amounts = [leases.size(key, window.count, most) for window, (key, _) in low]
+    try:
+        answers = await _Leased.count(windows, amounts)
+    except Exception:
+        logger.debug("a rate-limit lease could not be asked for ahead", exc_info=True)
+        return
+    for (window, (key, _)), amount, (count, left) in zip(low, amounts, answers, strict=True):
+        leases.granted(key, amount, count, window.count, left, calls=0)
+    # (its task's end resolves ``future``: whoever waits on it finds the lease)
+
+
+async def _ask(
+    limited: list[tuple[Window, tuple[str, int]]], asking: list[int], counts: list[tuple[int, float]]
+) -> None:
+    """Count the windows at ``asking`` in the cache, each with the lease its last count allows; fill in
+    their ``counts`` (over its limit: a count above it)."""
+    leases, most = _Leased.leases, mcp_settings.RATE_LIMIT_LEASE
+    flying = leases.in_flight([limited[at][1][0] for at in asking])
+    if flying:  # another call is asking for these windows: its lease may cover this one too
+        await asyncio.wait(flying, timeout=mcp_settings.STORE_TIMEOUT)  # (each is bounded by it too)
+        asking = [at for at in asking if not leases.take(limited[at][1][0])]
+        if not asking:
+            return
+    windows = [limited[at][1] for at in asking]
+    keys = [key for key, _ in windows]
+    amounts = [leases.size(limited[at][1][0], limited[at][0].count, most) for at in asking]
+    future = leases.asking(keys)
+    try:
+        answers = await _Leased.count(windows, amounts)
+    finally:
+        leases.asked(keys, future)
+    for at, amount, (count, left) in zip(asking, amounts, answers, strict=True):
+        window, (key, _) = limited[at]
+        fits = leases.granted(key, amount, count, window.count, left)
+        counts[at] = (0 if fits else max(count, window.count + 1), left)
 
 
 def window_key(rule: Rule, window: Window, who: str, now: float) -> tuple[str, int]:

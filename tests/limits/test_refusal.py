@@ -164,3 +164,20 @@ async def test_a_stalled_cache_refuses_within_store_timeout_when_failing_closed(
         assert time.monotonic() - started < 2
     assert refused is not None
     assert refused.data == {"limit": None, "retryAfter": 1}
+
+
+async def test_the_matches_kept_stay_bounded_and_follow_the_rules() -> None:
+    """Which rules count a request is kept per method, name and caller (matching globs costs), for at most
+    ``MATCHES_KEPT`` requests, never for a long made-up name, and afresh when the rules change."""
+    caches["default"].clear()
+    with limits():
+        for n in range(rate_limit.MATCHES_KEPT + 10):
+            await rate_refusal(context(params={"name": f"made-up-{n}"}))  # no rule counts them
+        assert len(rate_limit._Matched.found) <= rate_limit.MATCHES_KEPT
+        long_name = "x" * (rate_limit.NAME_KEPT + 1)
+        assert await rate_refusal(context(params={"name": long_name})) is None
+        assert all(key[1] != long_name for key in rate_limit._Matched.found)
+        assert await rate_refusal(context()) is None
+        assert await rate_refusal(context()) is not None  # echo: 1/minute
+    with limits(RATE_LIMITS=[{**RULE, "target": "tool:other"}]):
+        assert await rate_refusal(context()) is None  # the new rules count echo no more
