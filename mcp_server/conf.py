@@ -92,7 +92,7 @@ DEFAULTS: dict[str, Any] = {
     "METRICS_ACCESS": "staff",
     "TRACE_URL": None,
 }
-"""Every key ``MCP_SERVER`` understands, with its default. The README's settings table mirrors this."""
+"""Every key ``MCP_SERVER`` understands, with its default. docs/reference/settings.md is made from it."""
 
 RESPONSE_MODES = ("auto", "sse", "json")
 

@@ -9,7 +9,7 @@ Environment variables switch them without code changes:
 - ``DJANGO_DEBUG``: ``1`` (default) or ``0``; ``DJANGO_ALLOWED_HOSTS``: comma-separated
 - ``MCP_DEMO_OAUTH``: ``1`` (default when django-oauth-toolkit is installed): the site is the OAuth
   authorization server of ``/mcp`` and ``/staff/mcp``, and MCP clients sign in as a user of the site
-  (README "Sign in with OAuth"); ``0``: anonymous access, as before
+  (docs/howto/oauth.md); ``0``: anonymous access, as before
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ MCP_SERVER: dict[str, Any] = {
     "SERVER_TITLE": "Django MCP demo: a library catalogue",
     "INSTRUCTIONS": "A library catalogue. Search books, read them as resources, reserve copies.",
     "RESPONSE_MODE": os.environ.get("MCP_RESPONSE_MODE", "auto"),
-    # One low limit, so that a newcomer sees a refusal and its retry hint (README, *Rate limits*): the
+    # One low limit, so that a newcomer sees a refusal and its retry hint (docs/reference/rate-limits.md): the
     # sixth get_book within a minute, signed in or not, is refused with -31429 and data.retryAfter.
     "RATE_LIMITS": [
         {"per": "user", "target": "tool:get_book", "rate": "5/minute", "name": "demo: get_book"},
