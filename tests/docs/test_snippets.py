@@ -59,7 +59,8 @@ def defines(module: str, name: str) -> bool:
     if module == "mcp_server":
         import mcp_server
 
-        return name in mcp_server.__all__ or source(f"{module}.{name}") is not None
+        if name in mcp_server.__all__:
+            return True
     found = source(module)
     if found is None:
         return False
