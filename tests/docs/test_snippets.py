@@ -1,7 +1,8 @@
 """The documentation's code, checked against the code it names, so that a rename breaks a test and not a
-reader: every ``python`` block of the tutorial and the how-to guides parses; every ``mcp_server`` name it
-imports, every import path it writes as a string, every ``MCP_SERVER`` key it sets exists; and every page
-names only check ids, settings and management commands that exist.
+reader: every ``python`` block of the tutorial, the how-to guides and the README parses; every
+``mcp_server`` name it imports, every import path it writes as a string, every ``MCP_SERVER`` key it sets
+exists; and every page (and the README; not the changelog, which is history) names only check ids,
+settings and management commands that exist.
 
 (The tutorial's and the installation guide's blocks are also run: ``tests/end_to_end/test_tutorial.py``,
 ``tests/end_to_end/test_new_site*.py``.)
@@ -22,6 +23,7 @@ from tests.support.live import ROOT
 DOCS = ROOT / "docs"
 PAGES = sorted(path for path in DOCS.rglob("*.md") if "_build" not in path.parts)
 GUIDES = [path for path in PAGES if path.relative_to(DOCS).parts[0] in ("tutorial", "howto")]
+FRONT = [ROOT / "README.md"]  # not CHANGELOG.md: it names what was, moved names too
 IMPORT_PATH = re.compile(r"mcp_server(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 COMMANDS = {path.stem for path in (ROOT / "mcp_server").rglob("management/commands/mcp_*.py")}
 STRINGS = {
@@ -102,7 +104,7 @@ def resolves(path: str) -> bool:
     return defines(module, name)
 
 
-@pytest.mark.parametrize("page", GUIDES, ids=lambda p: str(p.relative_to(DOCS)))
+@pytest.mark.parametrize("page", [*GUIDES, ROOT / "README.md"], ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_python_block_parses_and_names_what_exists(page: Path) -> None:
     for code in python_blocks(page):
         tree = ast.parse(code)  # a SyntaxError names the block's line
@@ -126,7 +128,7 @@ def test_every_python_block_parses_and_names_what_exists(page: Path) -> None:
                 assert keys <= set(DEFAULTS), keys - set(DEFAULTS)
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(DOCS)))
+@pytest.mark.parametrize("page", [*PAGES, *FRONT], ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_page_names_real_settings_checks_and_commands(page: Path) -> None:
     text = page.read_text()
     for key in re.findall(r"MCP_SERVER\[[\"']([A-Z_]+)[\"']\]", text):
