@@ -18,6 +18,7 @@ ratio next to the performance issue's target for it (``--markdown``: also the do
     .venv/bin/python bench/compare.py --only c16,c16-2026 --rounds 5 --requests 4000
     .venv/bin/python bench/compare.py --only memory --sessions 2000
     .venv/bin/python bench/compare.py --otel                  # this project without OTel, API only, SDK
+    .venv/bin/python bench/compare.py --limits --redis        # without rate limits, and one never reached
 
 Then a guarantee run against this project (1 call in 10 slow and cancelled): sent, answered, cancelled,
 duplicated, missing, left pending.
@@ -289,6 +290,11 @@ def _arguments() -> argparse.Namespace:
         action="store_true",
         help="instead: this project three ways (no OpenTelemetry, API only, SDK to in-memory), c16",
     )
+    parser.add_argument(
+        "--limits",
+        action="store_true",
+        help="instead: this project without rate limits and with one that is never reached, c16",
+    )
     args = parser.parse_args()
     args.only = set(filter(None, args.only.split(",")))
     if unknown := args.only - {row.name for row in ROWS}:
@@ -315,6 +321,9 @@ def main() -> None:
     if args.otel:
         compare_otel(workdir, postgres, redis, settings, args)
         return
+    if args.limits:
+        compare_limits(workdir, postgres, redis, settings, args)
+        return
     bench = Bench(args, workdir, postgres, redis, settings)
     try:
         outcomes = [run_row(bench, row) for row in ROWS if not args.only or row.name in args.only]
@@ -333,37 +342,65 @@ OTEL_MODES = {
     "sdk": "SDK, in-memory exporter",
 }
 
+NEVER_REACHED = {"per": "address", "target": "tool:echo", "rate": "1000000000/day", "name": "never reached"}
+"""``--limits``: one rate limit on the echo tool that the load never reaches (a cache round trip per call)."""
 
-def compare_otel(
-    workdir: Path, postgres: str | None, redis: str | None, settings: dict[str, Any], args: argparse.Namespace
-) -> None:
-    """This project three ways side by side (``auto`` mode, concurrency 16), and the throughput ratios."""
+LIMIT_MODES = {"none": "no rate limit", "one": "one limit, never reached"}
+
+
+def compare_variants(
+    variants: dict[str, dict[str, str]], asgi_server: str, workdir: Path, args: argparse.Namespace
+) -> dict[str, dict[str, float]]:
+    """This project's server in each of ``variants`` (label -> environment) side by side at concurrency 16,
+    the order rotating from round to round; prints each one's figures and its ratio to the first."""
     servers: list[Server] = []
     try:
-        for mode, label in OTEL_MODES.items():
-            env = ours_env(workdir, "auto", postgres, redis, f"ours-{mode}", settings, otel=mode)
-            servers.append(
-                start(label, "project.asgi:application", env, args.asgi_server, workdir / f"{mode}.log")
-            )
+        for n, (label, env) in enumerate(variants.items()):
+            servers.append(start(label, "project.asgi:application", env, asgi_server, workdir / f"v{n}.log"))
         summary = compare(servers, 16, args.requests, args.rounds)
     finally:
         for server in servers:
             stop_process(server.process)
-    print(f"\nconcurrency 16, this project three ways ({args.rounds} rotating rounds)")
+    print(f"\nconcurrency 16, this project {len(variants)} ways ({args.rounds} rotating rounds)")
     print(f"  {'server':28} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'CPU ms/req':>10} {'bad':>4}")
-    for label in OTEL_MODES.values():
+    for label in variants:
         s = summary[label]
         print(
             f"  {label:28} {s['rps']:>8.0f} {s['p50']:>8.1f} {s['p99']:>8.1f} {s['cpu_ms']:>10.2f} "
             f"{int(s['bad']):>4}"
         )
-    none = summary[OTEL_MODES["none"]]
-    for mode in ("api", "sdk"):
-        s = summary[OTEL_MODES[mode]]
+    first = summary[next(iter(variants))]
+    for label in list(variants)[1:]:
+        s = summary[label]
         print(
-            f"  {mode} / none: throughput {s['rps'] / none['rps']:.3f}x, "
-            f"CPU per request {s['cpu_ms'] / none['cpu_ms']:.3f}x"
+            f"  {label} / {next(iter(variants))}: throughput {s['rps'] / first['rps']:.3f}x, "
+            f"CPU per request {s['cpu_ms'] / first['cpu_ms']:.3f}x"
         )
+    return summary
+
+
+def compare_otel(
+    workdir: Path, postgres: str | None, redis: str | None, settings: dict[str, Any], args: argparse.Namespace
+) -> None:
+    """This project three ways: no OpenTelemetry, the API alone, the SDK recording (``auto`` mode, c16)."""
+    variants = {
+        label: ours_env(workdir, "auto", postgres, redis, f"ours-{mode}", settings, otel=mode)
+        for mode, label in OTEL_MODES.items()
+    }
+    compare_variants(variants, args.asgi_server, workdir, args)
+
+
+def compare_limits(
+    workdir: Path, postgres: str | None, redis: str | None, settings: dict[str, Any], args: argparse.Namespace
+) -> None:
+    """This project without rate limits and with one limit on the echo tool that is never reached."""
+    variants = {
+        LIMIT_MODES["none"]: ours_env(workdir, "auto", postgres, redis, "ours-unlimited", settings),
+        LIMIT_MODES["one"]: ours_env(
+            workdir, "auto", postgres, redis, "ours-limited", {**settings, "RATE_LIMITS": [NEVER_REACHED]}
+        ),
+    }
+    compare_variants(variants, args.asgi_server, workdir, args)
 
 
 def _postgres_database() -> str:

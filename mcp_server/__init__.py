@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from .core.moved import lazy_exports
 
 __all__ = [
+    "App",
     "Audio",
     "Context",
     "Image",
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from .expose.forms import expose_form
     from .expose.models import expose_model
     from .expose.viewsets import expose_viewset
+    from .registry.apps import App
     from .registry.results import Audio, Image
     from .registry.server import MCPServer, mcp
     from .registry.signature import McpHeader
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
     from .wire.v2026_07_28 import MissingClientCapability
 
 _LAZY = {
+    "App": "mcp_server.registry.apps",
     "Context": "mcp_server.core.context",
     "InputRequest": "mcp_server.core.rounds",
     "JSONRPCError": "mcp_server.wire.errors",

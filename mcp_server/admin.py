@@ -25,16 +25,19 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from .admin_limits import QuotaAdmin, RateLimitAdmin
 from .admin_live.operations import END_REASON, TASK_CANCEL_MESSAGE, cancel_tasks, end_sessions
 from .admin_live.routing import LIVE_PATH
+from .admin_live.ui_tools import UI_LABELS, ui_kind
 from .admin_live.views import LivePage, abort_and_log
 from .core.states import State
-from .models import LedgerEntry, RateLimit, Session, Task
+from .models import LedgerEntry, Session, Task
 from .telemetry.links import trace_url
 
 __all__ = [
     "AgeFilter",
     "LedgerEntryAdmin",
+    "QuotaAdmin",
     "RateLimitAdmin",
     "SessionAdmin",
     "TaskAdmin",
@@ -46,12 +49,10 @@ if TYPE_CHECKING:
     SessionModelAdmin = admin.ModelAdmin[Session]
     LedgerEntryModelAdmin = admin.ModelAdmin[LedgerEntry]
     TaskModelAdmin = admin.ModelAdmin[Task]
-    RateLimitModelAdmin = admin.ModelAdmin[RateLimit]
 else:
     SessionModelAdmin = admin.ModelAdmin
     LedgerEntryModelAdmin = admin.ModelAdmin
     TaskModelAdmin = admin.ModelAdmin
-    RateLimitModelAdmin = admin.ModelAdmin
 
 
 def _duration(delta: timedelta) -> str:
@@ -283,7 +284,12 @@ class LedgerEntryAdmin(LedgerEntryModelAdmin):
 
     @admin.display(description="name", ordering="name")
     def handler(self, obj: LedgerEntry) -> str:
-        """The tool, resource or prompt."""
+        """The tool, resource or prompt; a tool's MCP Apps part beside it (a view's call, a tool with one)."""
+        kind = ui_kind(obj.method, obj.name)
+        if kind:
+            return format_html(
+                '{} <span class="mcp-ui mcp-ui-{}">{}</span>', _cut(obj.name), kind, UI_LABELS[kind]
+            )
         return _cut(obj.name) if obj.name else "-"
 
     @admin.display(description="revision", ordering="protocol_version")
@@ -406,13 +412,3 @@ class TaskAdmin(TaskModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Task | None = None) -> bool:
         """A deleted live task would leave its client polling nothing; ended ones are pruned (TTL)."""
         return False
-
-
-@admin.register(RateLimit)
-class RateLimitAdmin(RateLimitModelAdmin):
-    """Rate limits staff change live: each worker applies a change within ``RATE_LIMIT_RELOAD`` seconds.
-    The form refuses a zero, negative or absurd rate or burst (``RateLimit.clean``)."""
-
-    list_display = ("name", "per", "target", "rate", "burst", "enabled", "updated")
-    list_filter = ("per", "enabled")
-    search_fields = ("name", "target")

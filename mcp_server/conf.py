@@ -89,8 +89,13 @@ DEFAULTS: dict[str, Any] = {
     "RATE_LIMIT_FAIL_OPEN": True,
     "RATE_LIMIT_ERROR_CODE": -31429,
     "RATE_LIMIT_RELOAD": None,
+    "RATE_LIMIT_REFUSAL": "error",
+    "RATE_LIMIT_HTTP_429": False,
+    "QUOTAS": None,
     "METRICS_ACCESS": "staff",
     "TRACE_URL": None,
+    "APP_ORIGIN": None,
+    "APP_CSP": None,
 }
 """Every key ``MCP_SERVER`` understands, with its default. docs/reference/settings.md is made from it."""
 
@@ -191,6 +196,13 @@ class MCPSettings:
     """The JSON-RPC error code of a rate-limited request's refusal."""
     RATE_LIMIT_RELOAD: float | None
     """Seconds between two reads of the admin's rate limits by each worker (``None``: rows not read)."""
+    RATE_LIMIT_REFUSAL: str
+    """How a refused ``tools/call`` is answered: ``"error"`` (the JSON-RPC error, as every other refused
+    request) or ``"tool_result"`` (a result with ``isError: true`` whose text says when to retry)."""
+    RATE_LIMIT_HTTP_429: bool
+    """Whether the error of a single refused request answered as JSON carries HTTP 429 and ``Retry-After``."""
+    QUOTAS: list[dict[str, Any]] | None
+    """Daily or monthly quotas by who and what (``mcp_server.core.limit_rules``; ``None``: no quotas)."""
     """OpenTelemetry spans and metrics of every request, when ``opentelemetry-api`` is installed; Prometheus
     metrics, when ``prometheus_client`` is."""
     METRICS_ACCESS: str | dict[str, Any]
@@ -199,6 +211,13 @@ class MCPSettings:
     TRACE_URL: str | None
     """Where the admin links a request's trace: a URL with ``{trace_id}`` (and maybe ``{span_id}``) in it;
     ``None``: the id alone is shown."""
+    APP_ORIGIN: str | None
+    """The site's origin (``https://library.example``) in MCP Apps views: where a relative ``STATIC_URL`` or
+    ``MEDIA_URL`` points, and what their CSP ``resourceDomains`` allow (``None``: the origin of the
+    ``resources/read`` request; over stdio, none)."""
+    APP_CSP: dict[str, list[str]] | None
+    """The ``_meta.ui.csp`` of every view (``connectDomains``, ``resourceDomains``, ``frameDomains``,
+    ``baseUriDomains``); ``None``: derived from ``STATIC_URL`` and ``MEDIA_URL``, no connections."""
     unknown_keys: tuple[str, ...] = field(default=())
 
     @classmethod
@@ -270,7 +289,9 @@ def allowed_hosts() -> list[str]:
     return hosts
 
 
-DJANGO_SETTINGS_READ = frozenset({"ALLOWED_HOSTS", "DEBUG", "USE_TZ", "SESSION_COOKIE_NAME"})
+DJANGO_SETTINGS_READ = frozenset(
+    {"ALLOWED_HOSTS", "DEBUG", "USE_TZ", "SESSION_COOKIE_NAME", "STATIC_URL", "MEDIA_URL"}
+)
 """The Django settings :func:`django_setting` keeps (a change of any, or of ``MCP_SERVER``, forgets all)."""
 
 

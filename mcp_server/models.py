@@ -9,11 +9,11 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from .auth.models import AccessToken
-from .core.limit_rules import PER, Rule, parse_rule
+from .core.limit_rules import PER, QUOTA_PERIODS, Rule, parse_quota, parse_rule
 from .core.records import id_of_key
 from .core.states import State
 
-__all__ = ["AccessToken", "LedgerEntry", "RateLimit", "Session", "Task"]
+__all__ = ["AccessToken", "LedgerEntry", "Quota", "RateLimit", "Session", "Task"]
 
 
 class Session(models.Model):
@@ -309,6 +309,39 @@ class RateLimit(models.Model):
         if self.burst is not None:
             raw["burst"] = self.burst
         return parse_rule(raw)
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        try:
+            self.as_rule()
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from None
+
+
+class Quota(models.Model):
+    """A daily or monthly quota staff set in the admin: it overrides the ``QUOTAS`` entry with the same
+    ``per`` and ``target`` (a disabled row removes it), read again with the rate limits' rows (every
+    ``RATE_LIMIT_RELOAD`` seconds; ``None``: rows are not read)."""
+
+    name = models.CharField(max_length=100, unique=True)
+    per = models.CharField(max_length=10, choices=[(p, p) for p in PER], default="user")
+    target = models.CharField(max_length=300, default="*", help_text=_("tool:<glob>, resource:<glob>, ..."))
+    quota = models.PositiveIntegerField(help_text=_("calls allowed in each period"))
+    period = models.CharField(max_length=10, choices=[(p, p) for p in QUOTA_PERIODS], default="day")
+    enabled = models.BooleanField(default=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def as_rule(self) -> Rule:
+        """The row as a parsed quota; raises ``ValueError`` when it is not a valid one."""
+        raw = {"per": self.per, "target": self.target, "quota": self.quota, "period": self.period}
+        return parse_quota({**raw, "name": self.name})
 
     def clean(self) -> None:
         from django.core.exceptions import ValidationError

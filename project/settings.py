@@ -142,7 +142,7 @@ MCP_SERVER: dict[str, Any] = {
     "SERVER_TITLE": "Django MCP demo: a library catalogue",
     "INSTRUCTIONS": "A library catalogue. Search books, read them as resources, reserve copies.",
     "RESPONSE_MODE": os.environ.get("MCP_RESPONSE_MODE", "auto"),
-    # One low limit, so that a newcomer sees a refusal and its retry hint (docs/reference/rate-limits.md): the
+    # One low limit, so that a newcomer sees a refusal and its retry hint (docs/howto/rate-limits.md): the
     # sixth get_book within a minute, signed in or not, is refused with -31429 and data.retryAfter.
     "RATE_LIMITS": [
         {"per": "user", "target": "tool:get_book", "rate": "5/minute", "name": "demo: get_book"},

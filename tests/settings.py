@@ -39,6 +39,12 @@ if REDIS_URL and os.environ.get("MCP_TEST_REDIS_PREFIX"):
     CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = os.environ["MCP_TEST_REDIS_PREFIX"]
     CACHES["default"]["KEY_PREFIX"] = os.environ["MCP_TEST_REDIS_PREFIX"]
 
+# ``MCP_TEST_LIMITS_CACHE``: a cache ``limits`` (a JSON ``CACHES`` entry) a live server may count its rate
+# limits in (``RATE_LIMIT_CACHE_ALIAS``): tests/end_to_end/limits/test_cache_faults.py points it at a dead
+# or a stalled Redis.
+if os.environ.get("MCP_TEST_LIMITS_CACHE"):
+    CACHES["limits"] = json.loads(os.environ["MCP_TEST_LIMITS_CACHE"])
+
 # The test database on SQLite is a file, not Django's default shared-cache in-memory database: the ledger
 # writer has a connection (a thread) of its own, and shared-cache SQLite refuses a second connection's write
 # at once ("database table is locked") instead of waiting as a file database does with its busy timeout.

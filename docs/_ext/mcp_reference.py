@@ -8,6 +8,7 @@
   ``docs/reference/checks.toml``.
 - ``{mcp-commands}``: every management command of the package and each of its options, from its argparse
   parser.
+- ``{mcp-public-api}``: autodoc of every name in ``mcp_server.__all__``.
 
 A setting or check id without a meaning, or a meaning of one that does not exist, is a build error.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import inspect
 import itertools
 import re
 import tomllib
@@ -232,6 +234,24 @@ class ChecksTable(MarkdownDirective):
         return lines
 
 
+class PublicApi(MarkdownDirective):
+    """autodoc of every name in ``mcp_server.__all__``: a name added there is documented, none is left out."""
+
+    def markdown(self) -> list[str]:
+        import mcp_server
+
+        rst: list[str] = []
+        for name in mcp_server.__all__:
+            obj = getattr(mcp_server, name)
+            if inspect.isclass(obj):
+                rst += [f".. autoclass:: mcp_server.{name}", "   :members:", ""]
+            elif inspect.isfunction(obj):
+                rst += [f".. autofunction:: mcp_server.{name}", ""]
+            else:
+                rst += [f".. autodata:: mcp_server.{name}", "   :no-value:", ""]
+        return ["```{eval-rst}", *rst, "```"]
+
+
 class CommandsReference(MarkdownDirective):
     def markdown(self) -> list[str]:
         lines: list[str] = []
@@ -244,4 +264,5 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("mcp-settings", SettingsTable)
     app.add_directive("mcp-checks", ChecksTable)
     app.add_directive("mcp-commands", CommandsReference)
+    app.add_directive("mcp-public-api", PublicApi)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,4 +1,5 @@
-"""What the live page shows: the pending requests now, and the last hour in one-minute buckets.
+"""What the live page shows: the pending requests now, and the last hour in one-minute buckets (how many
+settled, and how many of those a rate limit refused).
 
 One :class:`SnapshotSource` per process serves every open live page, so the database is asked at most
 once a second for the pending requests and every few seconds for the hour's history, however many
@@ -20,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import Case, CharField, Count, F, Value, When
+from django.db.models import Case, CharField, Count, F, Q, Value, When
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
@@ -28,6 +29,7 @@ from ..ledger import Ledger, LedgerRecord, State, get_ledger
 from ..models import LedgerEntry, Session
 from ..stores.ledger.database import DatabaseLedger
 from ..telemetry.links import trace_url
+from .ui_tools import ui_kind
 
 __all__ = [
     "HISTORY_MINUTES",
@@ -124,6 +126,7 @@ async def _rows(records: list[LedgerRecord], now: datetime) -> list[dict[str, An
                 "id": json.dumps(record.request_id),
                 "method": record.method,
                 "name": record.name,
+                "ui": ui_kind(record.method, record.name),
                 "session": record.session_id or "",
                 "client": record.client or clients.get(record.session_id or "", ""),
                 "user": users.get(record.user_id, "") if record.user_id is not None else "",
@@ -141,14 +144,14 @@ async def _rows(records: list[LedgerRecord], now: datetime) -> list[dict[str, An
     return rows
 
 
-def _by_minute(counts: list[Any], start: datetime) -> list[int]:
+def _by_minute(counts: list[Any], start: datetime, field: str = "n") -> list[int]:
     buckets = [0] * HISTORY_MINUTES
     for row in counts:
         if row["minute"] is None:
             continue
         index = int((row["minute"] - start).total_seconds() // 60)
         if 0 <= index < HISTORY_MINUTES:
-            buckets[index] += int(row["n"])
+            buckets[index] += int(row[field])
     return buckets
 
 
@@ -171,15 +174,15 @@ async def ahistory(now: datetime, pending_now: int) -> list[dict[str, Any]]:
         start,
     )
     settled_rows = rows.filter(settled_at__gte=start).exclude(state=State.PENDING)
-    settled = _by_minute(
-        [
-            row
-            async for row in settled_rows.annotate(minute=TruncMinute("settled_at"))
-            .values("minute")
-            .annotate(n=Count("id"))
-        ],
-        start,
-    )
+    limited_filter = Q(state=State.RATE_LIMITED)
+    settled_counts = [
+        row
+        async for row in settled_rows.annotate(minute=TruncMinute("settled_at"))
+        .values("minute")
+        .annotate(n=Count("id"), limited=Count("id", filter=limited_filter))
+    ]
+    settled = _by_minute(settled_counts, start)
+    limited = _by_minute(settled_counts, start, "limited")
     latencies: list[list[float]] = [[] for _ in range(HISTORY_MINUTES)]
     sample = settled_rows.order_by("-settled_at").values_list("created", "settled_at")[:LATENCY_SAMPLE]
     async for began, ended in sample:
@@ -197,6 +200,7 @@ async def ahistory(now: datetime, pending_now: int) -> list[dict[str, Any]]:
                 "t": (start + timedelta(minutes=index)).isoformat(),
                 "pending": max(0, pending_now + settled_after - created_after),
                 "throughput": settled[index],
+                "rate_limited": limited[index],
                 "p50": percentile(values, 50),
                 "p95": percentile(values, 95),
                 "p99": percentile(values, 99),
@@ -209,7 +213,8 @@ async def ahistory(now: datetime, pending_now: int) -> list[dict[str, Any]]:
 
 
 async def arecent(now: datetime, seconds: float = 60.0) -> dict[str, Any]:
-    """Requests settled in the last ``seconds``: how many, and their latency percentiles (milliseconds)."""
+    """Requests settled in the last ``seconds``: how many, how many of them a rate limit refused, and their
+    latency percentiles (milliseconds)."""
     rows = LedgerEntry.objects.filter(settled_at__gte=now - timedelta(seconds=seconds)).exclude(
         state=State.PENDING
     )
@@ -219,6 +224,7 @@ async def arecent(now: datetime, seconds: float = 60.0) -> dict[str, Any]:
     return {
         "seconds": seconds,
         "settled": settled,
+        "rate_limited": await rows.filter(state=State.RATE_LIMITED).acount(),
         "p50": percentile(values, 50),
         "p95": percentile(values, 95),
         "p99": percentile(values, 99),

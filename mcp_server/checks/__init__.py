@@ -13,10 +13,12 @@ not a dict only ``mcp_server.E000`` is reported.
 - :mod:`.database`: SQLite's transaction mode and lock timeout
 - :mod:`.limits`: the rate limits
 - :mod:`.telemetry`: who may read ``/metrics``, the admin's link to a trace
+- :mod:`.apps`: MCP Apps views (``APP_ORIGIN``, ``APP_CSP``, their templates)
 """
 
 from __future__ import annotations
 
+from .apps import check_app_settings, check_app_templates
 from .auth import check_authentication
 from .database import SQLITE_OPTIONS, check_sqlite_options
 from .limits import check_rate_limits
@@ -36,6 +38,8 @@ from .telemetry import check_metrics_access, check_trace_url
 
 __all__ = [
     "SQLITE_OPTIONS",
+    "check_app_settings",
+    "check_app_templates",
     "check_asgi_routing",
     "check_authentication",
     "check_bounds",

@@ -5,6 +5,10 @@
 - ``E071`` ``RATE_LIMIT_CACHE_ALIAS`` names no cache, ``E072`` ``RATE_LIMIT_FAIL_OPEN`` is not a boolean,
   ``E073`` ``RATE_LIMIT_ERROR_CODE`` is not an integer allowed by the error-code rules, ``E074``
   ``RATE_LIMIT_RELOAD`` is neither ``None`` nor a positive number of seconds
+- ``E075`` ``RATE_LIMIT_REFUSAL`` is neither ``"error"`` nor ``"tool_result"``, ``E076``
+  ``RATE_LIMIT_HTTP_429`` is not a boolean, ``E077`` ``QUOTAS`` is not a list of valid quotas (a zero,
+  negative or absurd ``quota``, a ``period`` other than ``day`` or ``month``, an unknown ``per``, ``target``
+  or key)
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error
 
 from ..conf import MCPSettings
-from ..core.limit_rules import parse_rules
+from ..core.limit_rules import parse_quotas, parse_rules
+from ..protocol.limit_refusal import REFUSAL_SHAPES
 from .base import mcp_check, number
 
 __all__ = ["check_rate_limits"]
@@ -39,7 +44,7 @@ def _code_problem(code: object) -> str | None:
 
 @mcp_check
 def check_rate_limits(conf: MCPSettings) -> list[CheckMessage]:
-    """E070 to E074: the rate-limit settings."""
+    """E070 to E077: the rate-limit and quota settings."""
     messages: list[CheckMessage] = []
     try:
         parse_rules(conf.RATE_LIMITS)
@@ -60,4 +65,21 @@ def check_rate_limits(conf: MCPSettings) -> list[CheckMessage]:
     if reload is not None and not number(reload):
         text = "MCP_SERVER['RATE_LIMIT_RELOAD'] must be None or a positive number of seconds."
         messages.append(Error(text, id="mcp_server.E074"))
+    return messages + _refusal_and_quotas(conf)
+
+
+def _refusal_and_quotas(conf: MCPSettings) -> list[CheckMessage]:
+    messages: list[CheckMessage] = []
+    if conf.RATE_LIMIT_REFUSAL not in REFUSAL_SHAPES:
+        text = (
+            f"MCP_SERVER['RATE_LIMIT_REFUSAL'] {conf.RATE_LIMIT_REFUSAL!r} is not 'error' or 'tool_result'."
+        )
+        messages.append(Error(text, id="mcp_server.E075"))
+    if not isinstance(conf.RATE_LIMIT_HTTP_429, bool):
+        text = "MCP_SERVER['RATE_LIMIT_HTTP_429'] must be True or False."
+        messages.append(Error(text, id="mcp_server.E076"))
+    try:
+        parse_quotas(conf.QUOTAS)
+    except ValueError as exc:
+        messages.append(Error(f"MCP_SERVER['QUOTAS']: {exc}.", id="mcp_server.E077"))
     return messages

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from asgiref.sync import async_to_sync
 from django.db import DEFAULT_DB_ALIAS
 
+from ..wire.apps import client_supports_apps
 from ..wire.errors import INTERNAL_ERROR, JSONRPCError
 from ..wire.jsonrpc import RequestId
 from ..wire.versions import is_sessionless_version
@@ -179,6 +180,14 @@ class Context:
         """Whether the request speaks the sessionless revision (2026-07-28: no sessions, no requests to the
         client); :attr:`SessionState.sessionless` of its session."""
         return self.session.sessionless
+
+    @property
+    def client_supports_apps(self) -> bool:
+        """Whether the client declared MCP Apps (``io.modelcontextprotocol/ui`` with the
+        ``text/html;profile=mcp-app`` MIME type): its host renders the tool's view. At ``initialize`` in the
+        handshake era, in the request's ``clientCapabilities`` at 2026-07-28. A tool with a view returns the
+        same meaningful ``content`` either way; this tells it whether a view will show the result."""
+        return client_supports_apps(self.session.client_capabilities)
 
     @property
     def modern(self) -> bool:

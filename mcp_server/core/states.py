@@ -1,4 +1,7 @@
-"""The states of a ledger entry. ``pending`` is the only one that ever changes."""
+"""The states of a ledger entry. ``pending`` is the only one that ever changes.
+
+``rate_limited`` is a request refused by a rate limit or a quota before any handler ran: settled at once,
+its refusal the outcome."""
 
 from __future__ import annotations
 
@@ -17,3 +20,4 @@ class State(models.TextChoices):
     CLOSED = "closed", _("closed with its session")
     TIMED_OUT = "timed_out", _("timed out")
     ABORTED = "aborted", _("aborted by an operator")
+    RATE_LIMITED = "rate_limited", _("refused by a rate limit")

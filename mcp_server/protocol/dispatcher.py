@@ -65,7 +65,10 @@ async def _discover(ctx: Context) -> dict[str, Any]:
 
 
 async def _tools_list(ctx: Context) -> dict[str, Any]:
-    return _page(ctx, "tools", await _visible(list(server_of(ctx).tools.values()), ctx))
+    tools = server_of(ctx).tools.values()
+    if not ctx.client_supports_apps:  # no view can call them: the model would see tools meant for views
+        return _page(ctx, "tools", await _visible([t for t in tools if not t.app_only], ctx))
+    return _page(ctx, "tools", await _visible(list(tools), ctx))
 
 
 async def _tools_call(ctx: Context) -> dict[str, Any]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..conf import mcp_settings
+from ..registry.apps import AppResource
+from ..wire.apps import APP_MIME_TYPE, APPS_EXTENSION
 from ..wire.v2026_07_28 import TASKS_EXTENSION
 from ..wire.versions import negotiate
 
@@ -15,7 +17,8 @@ __all__ = ["initialize_result", "server_capabilities", "server_info", "sessionle
 
 
 def server_capabilities(server: MCPServer) -> dict[str, Any]:
-    """Capabilities advertised for ``server``: each feature only when something is registered."""
+    """Capabilities advertised for ``server``: each feature only when something is registered (MCP Apps,
+    ``extensions["io.modelcontextprotocol/ui"]``, when a tool has a view)."""
     capabilities: dict[str, Any] = {"logging": {}}
     if server.tools:
         capabilities["tools"] = {"listChanged": True}
@@ -25,6 +28,8 @@ def server_capabilities(server: MCPServer) -> dict[str, Any]:
         capabilities["prompts"] = {"listChanged": True}
     if server.completions:
         capabilities["completions"] = {}
+    if any(isinstance(resource, AppResource) for resource in server.resources.values()):
+        capabilities["extensions"] = {APPS_EXTENSION: {"mimeTypes": [APP_MIME_TYPE]}}
     return capabilities
 
 
@@ -33,7 +38,7 @@ def sessionless_capabilities(server: MCPServer) -> dict[str, Any]:
     one of its tools can run as a task."""
     capabilities = server_capabilities(server)
     if any(tool.task for tool in server.tools.values()):
-        capabilities["extensions"] = {TASKS_EXTENSION: {}}
+        capabilities["extensions"] = {**capabilities.get("extensions", {}), TASKS_EXTENSION: {}}
     return capabilities
 
 

@@ -21,7 +21,7 @@ from django.core.cache import caches
 
 from ..auth.base import oauth_client_of
 from ..conf import mcp_settings
-from ..core.limit_rules import Rule, compiled_rules, matching_rules
+from ..core.limit_rules import Rule, Window, calendar_period, compiled_rules, matching_rules
 from ..core.stores import bounded
 from ..wire.errors import RateLimited
 from .limit_counters import count_calls, retry_after
@@ -30,7 +30,19 @@ from .task_bounds import client_address
 if TYPE_CHECKING:
     from ..core.context import Context
 
-__all__ = ["caller_keys", "current_rules", "rate_refusal"]
+__all__ = [
+    "KEY_PREFIX",
+    "Row",
+    "caller_keys",
+    "current_rules",
+    "merge_rows",
+    "rate_refusal",
+    "read_rows",
+    "window_key",
+]
+
+KEY_PREFIX = "mcp-rl:"
+"""Every counter's cache key starts so: ``mcp-rl:<rule key>:<window>:<who>``."""
 
 logger = logging.getLogger("mcp_server.requests")
 
@@ -40,26 +52,41 @@ WARN_EVERY = 60.0
 _last_warning = -WARN_EVERY
 
 
+Row = tuple[str, str, bool, Rule | None]
+"""An admin row as read: its ``per``, ``target``, whether it is a quota, and its rule (``None``: disabled)."""
+
+
 class _Rows:
     """The admin's rows as this process last read them."""
 
     read_at = -float("inf")
-    rows: tuple[tuple[str, str, Rule | None], ...] = ()
+    rows: tuple[Row, ...] = ()
     reading = False
     merged: tuple[Any, Any, tuple[Rule, ...]] = (None, None, ())
     """The settings' rules and the rows they were merged with, and the result (merged once per change)."""
 
 
-def _read_rows() -> tuple[tuple[str, str, Rule | None], ...]:
-    from ..models import RateLimit
+def read_rows() -> tuple[Row, ...]:
+    """The admin's rate limits and quotas, read now (synchronous: one query for each)."""
+    from ..models import Quota, RateLimit
 
-    out: list[tuple[str, str, Rule | None]] = []
-    for row in RateLimit.objects.all():
-        try:
-            out.append((row.per, row.target, row.as_rule() if row.enabled else None))
-        except ValueError:  # the admin form refuses it; a row written around it is ignored
-            logger.warning("the rate limit %r is not valid and is ignored", row.name)
+    out: list[Row] = []
+    for model in (RateLimit, Quota):
+        quota = model is Quota
+        for row in model.objects.all():
+            try:
+                out.append((row.per, row.target, quota, row.as_rule() if row.enabled else None))
+            except ValueError:  # the admin form refuses it; a row written around it is ignored
+                logger.warning("the %s %r is not valid and is ignored", model._meta.verbose_name, row.name)
     return tuple(out)
+
+
+def merge_rows(rules: tuple[Rule, ...], rows: tuple[Row, ...]) -> tuple[Rule, ...]:
+    """``rules`` with ``rows`` over them: a row replaces the rule (or quota) with its ``per`` and
+    ``target``; a disabled row removes it."""
+    replaced = {(per, target, quota) for per, target, quota, _ in rows}
+    kept = [r for r in rules if (r.per, r.target, r.period is not None) not in replaced]
+    return (*kept, *(rule for *_, rule in rows if rule is not None))
 
 
 async def _refresh_rows(every: float) -> None:
@@ -70,7 +97,7 @@ async def _refresh_rows(every: float) -> None:
         return
     _Rows.reading = True
     try:
-        _Rows.rows = await bounded(sync_to_async(_read_rows)(), "database")
+        _Rows.rows = await bounded(sync_to_async(read_rows)(), "database")
     except Exception:  # the rows read before stay in force; reading is tried again after ``every``
         logger.debug("the rate limits of the admin could not be read", exc_info=True)
     finally:
@@ -78,9 +105,9 @@ async def _refresh_rows(every: float) -> None:
 
 
 async def current_rules() -> tuple[Rule, ...]:
-    """``RATE_LIMITS`` with the admin's rows over them (a row replaces the rule with its ``per`` and
-    ``target``; a disabled row removes it), when ``RATE_LIMIT_RELOAD`` is set."""
-    rules = compiled_rules(mcp_settings.RATE_LIMITS)
+    """``RATE_LIMITS`` and ``QUOTAS`` with the admin's rows over them (:func:`merge_rows`), when
+    ``RATE_LIMIT_RELOAD`` is set."""
+    rules = compiled_rules(mcp_settings.RATE_LIMITS, mcp_settings.QUOTAS)
     every = mcp_settings.RATE_LIMIT_RELOAD
     if every is None:
         return rules
@@ -91,9 +118,7 @@ async def current_rules() -> tuple[Rule, ...]:
     merged_rules, merged_rows, merged = _Rows.merged
     if merged_rules is rules and merged_rows is rows:
         return merged
-    replaced = {(per, target) for per, target, _ in rows}
-    kept = [r for r in rules if (r.per, r.target) not in replaced]
-    merged = (*kept, *(rule for _, _, rule in rows if rule is not None))
+    merged = merge_rows(rules, rows)
     _Rows.merged = (rules, rows, merged)
     return merged
 
@@ -136,7 +161,8 @@ async def rate_refusal(ctx: Context) -> RateLimited | None:
     found = matching_rules(rules, ctx.method, ctx.params, frozenset(who))
     if not found:
         return None
-    windows = [(f"mcp-rl:{r.key}:{w.seconds}:{who[r.per]}", w.seconds) for r in found for w in r.windows]
+    now = time.time()
+    windows = [window_key(r, w, who[r.per], now) for r in found for w in r.windows]
     cache = caches[mcp_settings.RATE_LIMIT_CACHE_ALIAS]
     try:
         counts = await bounded(sync_to_async(count_calls, thread_sensitive=False)(cache, windows), "cache")
@@ -146,6 +172,15 @@ async def rate_refusal(ctx: Context) -> RateLimited | None:
             return None
         return RateLimited(mcp_settings.RATE_LIMIT_ERROR_CODE, None, None, 1)
     return _refusal(found, counts)
+
+
+def window_key(rule: Rule, window: Window, who: str, now: float) -> tuple[str, int]:
+    """The cache key of ``who``'s counter in ``rule``'s ``window`` and its timeout: a rate window opens
+    with its first call; a quota's is the calendar period holding ``now`` (it ends when the period does)."""
+    if rule.period is None:
+        return f"{KEY_PREFIX}{rule.key}:{window.seconds}:{who}", window.seconds
+    label, left, _ = calendar_period(rule.period, now)
+    return f"{KEY_PREFIX}{rule.key}:{label}:{who}", left
 
 
 def _refusal(found: list[Rule], counts: list[tuple[int, float]]) -> RateLimited | None:
@@ -161,5 +196,6 @@ def _refusal(found: list[Rule], counts: list[tuple[int, float]]) -> RateLimited 
     if worst is None:
         return None
     left, rule, window = worst
-    limit = {**rule.describe(), "window": window.kind, "count": window.count, "seconds": window.seconds}
+    seconds = calendar_period(rule.period, time.time())[2] if rule.period else window.seconds
+    limit = {**rule.describe(), "window": window.kind, "count": window.count, "seconds": seconds}
     return RateLimited(mcp_settings.RATE_LIMIT_ERROR_CODE, rule.name, limit, retry_after(left))

@@ -17,17 +17,18 @@ from ..conf import mcp_settings
 from ..core.context import Context, SessionState, client_label
 from ..core.stores import StoreUnavailable, bounded
 from ..telemetry import bind_request
-from ..wire.errors import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, JSONRPCError
+from ..wire.errors import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, JSONRPCError, RateLimited
 from ..wire.jsonrpc import JSONRPCRequest, error_response, result_response
 from ..wire.versions import negotiate
 from .claims import RequestClaim
 from .guarantee import answer, deadline_for, name_of
 from .interfaces import RequestHost
 from .lifecycle import initialize_result
+from .limit_refusal import refusal_response
 from .peer import RequestPeer
 from .rate_limit import rate_refusal
 from .rounds import previous_round
-from .settlement import ANSWERED, CLOSED, Deliver, PendingRequest
+from .settlement import ANSWERED, CLOSED, RATE_LIMITED, Deliver, PendingRequest
 from .step_up import scope_refusal
 
 if TYPE_CHECKING:
@@ -91,7 +92,10 @@ async def answer_initialize(
             params=params,
             transport=transport,
         )
-        result = serialize_server_result("initialize", version, initialize_result(server, params))
+        body = initialize_result(server, params)
+        result = serialize_server_result("initialize", version, body)
+        if "extensions" in body["capabilities"]:  # SEP-2133: in every revision (older schemas drop the key)
+            result["capabilities"]["extensions"] = body["capabilities"]["extensions"]
         response = result_response(message.id, result)
     except ValidationError as exc:
         error = JSONRPCError(INVALID_PARAMS, f"Invalid params for initialize: {exc.errors()[0]['msg']}")
@@ -129,7 +133,8 @@ async def start_request(
 
     Raises ``JSONRPCError`` (-32600) when the id is already in flight in the session. A call the token's
     scopes do not reach (:mod:`~mcp_server.protocol.step_up`) is settled at once with -32005, never run; one
-    over a rate limit (:mod:`~mcp_server.protocol.rate_limit`) likewise, with ``RATE_LIMIT_ERROR_CODE``.
+    over a rate limit or a quota (:mod:`~mcp_server.protocol.rate_limit`) likewise, settled ``rate_limited``
+    with the refusal ``RATE_LIMIT_REFUSAL`` shapes (:mod:`~mcp_server.protocol.limit_refusal`).
     """
     ctx = Context(
         server=server,
@@ -165,7 +170,9 @@ async def start_request(
     if entry.state != "pending":  # a cancel that overtook it has settled it already
         return entry
     refusal = await scope_refusal(ctx) or await rate_refusal(ctx)
-    if refusal is not None:
+    if isinstance(refusal, RateLimited):
+        await runtime.requests.settle(entry, RATE_LIMITED, refusal_response(ctx, refusal))
+    elif refusal is not None:
         await runtime.requests.settle(entry, ANSWERED, error_response(message.id, refusal))
     elif entry.state == "pending":  # (a cancel or the session's end may have settled it meanwhile)
         entry.task = asyncio.create_task(

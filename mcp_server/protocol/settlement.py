@@ -1,7 +1,8 @@
 """Settlement: what it is for a request to end, exactly once, whatever ends it.
 
 A request held by a worker is a :class:`PendingRequest` until it is settled: answered, cancelled, closed
-(its session or the server went away), timed out or aborted by an operator, each a ledger state. Its reply
+(its session or the server went away), timed out, aborted by an operator or refused by a rate limit, each a
+ledger state. Its reply
 is encoded once, by the settlement, and what is delivered is what the ledger keeps (:func:`outcome_of`).
 The settlement itself, a compare-and-set on the entry's state that only one caller wins, is the process's
 request table's (:class:`~mcp_server.runtime.requests.RequestTable`, the per-process state, handed to
@@ -33,6 +34,7 @@ __all__ = [
     "CANCELLED",
     "CLOSED",
     "PENDING",
+    "RATE_LIMITED",
     "TIMED_OUT",
     "Deliver",
     "PendingRequest",
@@ -49,6 +51,7 @@ CANCELLED = State.CANCELLED.value
 CLOSED = State.CLOSED.value
 TIMED_OUT = State.TIMED_OUT.value
 ABORTED = State.ABORTED.value
+RATE_LIMITED = State.RATE_LIMITED.value
 
 Deliver = Callable[["PendingRequest", dict[str, Any] | None], Awaitable[None]]
 """Called once per request by the settlement that wins: the response, or ``None`` (cancelled)."""

@@ -8,8 +8,10 @@ from typing import Any, TypeVar, overload
 
 from django.core.exceptions import ImproperlyConfigured
 
+from ..conf import mcp_settings
 from ..core.context import Context
 from ..wire.v2026_07_28 import BUILTIN_METHODS
+from .apps import App, AppResource
 from .entries import Permission
 from .prompts import Prompt
 from .resources import Resource
@@ -84,6 +86,8 @@ class MCPServer:
         output_schema: dict[str, Any] | None = None,
         task: str | None = None,
         task_start: str = "immediate",
+        app: str | App | None = None,
+        visibility: list[str] | None = None,
     ) -> Callable[[F], F]: ...
     def tool(self, fn: F | None = None, /, **options: Any) -> F | Callable[[F], F]:
         """Register a tool; usable as ``@mcp.tool`` or ``@mcp.tool(name=..., permission=...)``.
@@ -97,9 +101,16 @@ class MCPServer:
         answered with a task (``tasks/get`` polls it from any worker); ``task_start="detach"`` runs the
         handler inside the call until it awaits ``ctx.detach()`` (input asked before that is answered as
         ``input_required`` rounds of the call itself).
+
+        MCP Apps: ``app="catalogue/book_cards.html"`` (a template name, or an :class:`~.apps.App`) shows the
+        result in that template's view (``_meta.ui.resourceUri``; its ``ui://`` resource is registered once
+        per view); ``visibility=["app"]`` makes a tool for views only (not listed to the model).
         """
 
         def register(func: F) -> F:
+            app = options.pop("app", None)
+            if app is not None:
+                options["ui_resource"] = self._add_app(app if isinstance(app, App) else App(app))
             entry = Tool(name=options.pop("name", None) or func.__name__, fn=func, **options)
             self._add(self.tools, entry.name, entry, "tool", "tools")
             return func
@@ -206,6 +217,14 @@ class MCPServer:
         self._add_all(self.prompts, other.prompts, "prompt", "prompts")
         self._add_all(self.methods, other.methods, "method", None)
         self._add_all(self.completions, other.completions, "completion", None)
+
+    def _add_app(self, app: App) -> str:
+        """Register ``app``'s resource unless this very view already is; its URI."""
+        uri = app.uri(self.name or mcp_settings.SERVER_NAME)
+        known = self.resources.get(uri)
+        if not (isinstance(known, AppResource) and known.app == app):
+            self._add(self.resources, uri, AppResource.of(app, uri), "resource", "resources")
+        return uri
 
     def _add_all(
         self, table: dict[Any, Any], entries: dict[Any, Any], kind: str, feature: str | None

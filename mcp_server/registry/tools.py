@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from ..conf import mcp_settings
 from ..wire.errors import JSONRPCError, ToolError
 from ..wire.v2026_07_28 import header_params, invalid_x_mcp_header
+from .apps import check_visibility
 from .entries import RegisteredHandler
 from .results import _jsonable, dump, output_schema_for, to_content
 from .signature import call_handler
@@ -42,6 +43,11 @@ class Tool(RegisteredHandler):
     call (input rounds are answered ``input_required`` there) and goes on as a task at ``ctx.detach()``."""
     output_schema: dict[str, Any] | None = None
     """Derived from the return annotation unless given (an object schema: results are not wrapped)."""
+    ui_resource: str | None = None
+    """MCP Apps: the ``ui://`` URI of the tool's view (``_meta.ui.resourceUri``; set by ``app=``)."""
+    visibility: list[str] | None = None
+    """MCP Apps ``_meta.ui.visibility``: ``["model", "app"]`` (the default when ``None``), ``["model"]`` or
+    ``["app"]`` (callable by views, not listed to clients without the extension)."""
     wrap_result: bool = field(init=False, default=False)
     header_schema: dict[str, Any] = field(init=False, default_factory=dict)
     """The ``inputSchema`` as listed, read for ``Mcp-Param-*`` headers (``x-mcp-header``) at 2026-07-28."""
@@ -50,6 +56,7 @@ class Tool(RegisteredHandler):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        self._stamp_ui()
         if self.task not in (None, "optional", "required"):
             raise TypeError(f"tool {self.name!r}: task must be None, 'optional' or 'required'")
         if self.task_start not in ("immediate", "detach"):
@@ -71,6 +78,25 @@ class Tool(RegisteredHandler):
 
     def takes_free_arguments(self) -> bool:
         return self.input_schema is not None
+
+    def _stamp_ui(self) -> None:
+        self.visibility = check_visibility(self.visibility, f"tool {self.name!r}")
+        if self.ui_resource is None and self.visibility is None:
+            return
+        if self.meta and "ui" in self.meta:
+            raise TypeError(f"tool {self.name!r}: app= and visibility= set _meta['ui']; meta must not")
+        ui: dict[str, Any] = {}
+        if self.ui_resource is not None:
+            ui["resourceUri"] = self.ui_resource
+        if self.visibility is not None:
+            ui["visibility"] = list(self.visibility)
+        self.meta = {**(self.meta or {}), "ui": ui}
+
+    @property
+    def app_only(self) -> bool:
+        """Whether only views may call the tool (``visibility=["app"]``): it is listed only to clients that
+        declared MCP Apps, whose host keeps it from the model."""
+        return self.visibility is not None and "model" not in self.visibility
 
     def definition(self) -> dict[str, Any]:
         """The tool as listed by ``tools/list``."""

@@ -22,6 +22,7 @@ __all__ = [
     "KNOWN_VERSIONS",
     "OTHER",
     "OUTCOMES",
+    "RATE_LIMITED",
     "SERIES_LIMIT",
     "classify",
     "made_up",
@@ -36,6 +37,9 @@ BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
 CLIENT_ERRORS = frozenset({-32700, -32600, -32601, -32602, -32002})
 """Codes of a request the client got wrong: recorded, but the server span's status stays unset."""
 
+RATE_LIMITED = "rate_limited"
+"""The ``error.type`` and the outcome of a request refused by a rate limit or a quota."""
+
 OTHER = "_OTHER"
 """The label value of a name the client made up (and of a protocol version the server refused)."""
 
@@ -49,6 +53,7 @@ OUTCOMES = {
     State.CLOSED.value: "closed",
     State.TIMED_OUT.value: "timed_out",
     State.ABORTED.value: "aborted",
+    State.RATE_LIMITED.value: "rate_limited",
 }
 
 KNOWN_VERSIONS = (*SUPPORTED_VERSIONS, *SESSIONLESS_VERSIONS)
@@ -60,11 +65,15 @@ def classify(
     method: str, state: str, response: dict[str, Any] | None
 ) -> tuple[str | None, str | None, str | None]:
     """``(rpc.response.status_code, error.type, status description)`` of a settlement: ``error.type`` is
-    set (and the status is ERROR) for a server fault, a deadline, an abort, a session's end, a tool error;
-    a client's mistake has a code but no ``error.type``."""
+    set (and the status is ERROR) for a server fault, a deadline, an abort, a session's end, a tool error,
+    a refusal by a rate limit (``rate_limited``, whether answered as an error or as a tool result); a
+    client's mistake has a code but no ``error.type``."""
     if response is None:
         return None, None, None
     error = response.get("error")
+    if state == State.RATE_LIMITED.value:
+        code = error.get("code") if isinstance(error, dict) else None
+        return (str(code) if isinstance(code, int) else None), RATE_LIMITED, "rate limited"
     if isinstance(error, dict):
         code = error.get("code")
         message = error.get("message")
@@ -97,7 +106,7 @@ def name_label(name: str, code: str | None) -> str:
 
 def outcome_label(state: str, code: str | None, error_type: str | None) -> str:
     """``mcp_server.outcome``: ``answered``, ``error`` (an error answer or a tool error), ``cancelled``,
-    ``closed``, ``timed_out`` or ``aborted``."""
+    ``closed``, ``timed_out``, ``aborted`` or ``rate_limited``."""
     outcome = OUTCOMES.get(state, state)
     if outcome == "answered" and (code is not None or error_type is not None):
         return "error"

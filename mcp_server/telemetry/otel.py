@@ -263,8 +263,15 @@ class OTelTelemetry:
             description="The duration of the MCP session as observed on the MCP server.",
             explicit_bucket_boundaries_advisory=list(BUCKETS),
         )
-        self.settlements = meter.create_counter(
-            "mcp_server.settlements", unit="{request}", description="Requests settled, by outcome."
+        self._settled: dict[tuple[str, str], int] = {}
+        """Settlements so far by (outcome, method label): counted here and read by the SDK at collection,
+        an observable counter (a dict increment per settlement, where a synchronous counter's ``add`` costs
+        ~6 µs on the SDK 1.45: a quarter of a request's whole telemetry)."""
+        self.settlements = meter.create_observable_counter(
+            "mcp_server.settlements",
+            callbacks=[self._observe_settlements],
+            unit="{request}",
+            description="Requests settled, by outcome.",
         )
         self._sessions: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
         self._unset = tracer_provider is None and meter_provider is None and _providers_unset()
@@ -314,13 +321,18 @@ class OTelTelemetry:
         if error_type is not None:
             attributes["error.type"] = error_type
         self.operation_duration.record(time.monotonic() - handle.started, attributes, NO_EXEMPLAR)
-        outcome = outcome_label(state, code, error_type)
+        counted = (outcome_label(state, code, error_type), str(attributes["mcp.method.name"]))
+        self._settled[counted] = self._settled.get(counted, 0) + 1
         method = handle.attributes["mcp.method.name"]
-        counted = {"mcp_server.outcome": outcome, "mcp.method.name": attributes["mcp.method.name"]}
-        self.settlements.add(1, counted, NO_EXEMPLAR)
         session_id = handle.attributes.get("mcp.session.id")
         if method == "initialize" and session_id is not None and code is None:
             self._opened(str(session_id), handle.attributes)
+
+    def _observe_settlements(self, options: metrics.CallbackOptions) -> Iterator[metrics.Observation]:
+        """The cumulative counts, for the SDK's collection (in its reader's thread: the copy is one step
+        under the GIL, so a settlement counted meanwhile is read at the next collection)."""
+        for (outcome, method), count in list(self._settled.items()):
+            yield metrics.Observation(count, {"mcp_server.outcome": outcome, "mcp.method.name": method})
 
     def _opened(self, session_id: str, attributes: dict[str, Any]) -> None:
         keys = ("mcp.protocol.version", "network.transport", "network.protocol.name")

@@ -243,8 +243,21 @@ class PostExchange:
         if code == INSUFFICIENT_SCOPE and not self.is_batch and not self.streaming and not self.challenged:
             self.status, self.challenged = 403, True
             self.headers.append(header("www-authenticate", self._scope_challenge(error)))
+        elif self._answers_429(code, error):
+            self.status = 429
+            self.headers.append(header("retry-after", str(error["data"]["retryAfter"])))
         elif self.sessionless:
             self.status = http_status(code)
+
+    def _answers_429(self, code: int, error: dict[str, Any]) -> bool:
+        """Whether a rate-limit refusal goes out as HTTP 429 with ``Retry-After`` (``RATE_LIMIT_HTTP_429``):
+        only when it is the one answer of this POST, sent as JSON (never in a batch or a stream)."""
+        if not mcp_settings.RATE_LIMIT_HTTP_429 or code != mcp_settings.RATE_LIMIT_ERROR_CODE:
+            return False
+        data = error.get("data")
+        if not isinstance(data, dict) or not isinstance(data.get("retryAfter"), int):
+            return False
+        return not self.is_batch and not self.streaming and (self.mode != "sse" or self.sessionless)
 
     def _scope_challenge(self, error: dict[str, Any]) -> str:
         data = error.get("data")

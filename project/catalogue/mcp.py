@@ -6,7 +6,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from pydantic import BaseModel
 
-from mcp_server import Context, ToolError, expose_form, expose_model, expose_viewset, mcp
+from mcp_server import App, Context, ToolError, expose_form, expose_model, expose_viewset, mcp
 from project.mcp_servers import staff
 
 from .api import BookViewSet
@@ -34,7 +34,11 @@ def _out(book: Book) -> BookOut:
     )
 
 
-@mcp.tool(annotations={"readOnlyHint": True})
+BOOK_CARDS = App("catalogue/book_cards.html", title="Book cards", prefers_border=True)
+"""The view of a search (MCP Apps): the results as cards, each with a button that reserves a copy."""
+
+
+@mcp.tool(annotations={"readOnlyHint": True}, app=BOOK_CARDS)
 async def search_books(query: str, limit: int = 10) -> list[BookOut]:
     """Find books whose title or author contains the query."""
     books = Book.objects.select_related("author").filter(
@@ -52,19 +56,33 @@ async def get_book(book_id: int) -> BookOut:
     return _out(book)
 
 
-@mcp.tool(annotations={"destructiveHint": False, "idempotentHint": False})
-def reserve_book(book_id: int, borrower: str, ctx: Context) -> str:
-    """Reserve one copy of a book for a borrower (a sync handler: runs in a worker thread)."""
+def _reserve(book_id: int, borrower: str, ctx: Context) -> tuple[Book, Loan]:
     with transaction.atomic():
         updated = Book.objects.filter(pk=book_id, copies_available__gt=0).update(
             copies_available=F("copies_available") - 1
         )
         if not updated:
             raise ToolError(f"Book {book_id} does not exist or has no copy left")
-        book = Book.objects.get(pk=book_id)
+        book = Book.objects.select_related("author").get(pk=book_id)
         loan = Loan.objects.create(book=book, borrower=borrower)
         ctx.claim_answer()  # last: a request cancelled before this point rolls the reservation back
+    return book, loan
+
+
+@mcp.tool(annotations={"destructiveHint": False, "idempotentHint": False})
+def reserve_book(book_id: int, borrower: str, ctx: Context) -> str:
+    """Reserve one copy of a book for a borrower (a sync handler: runs in a worker thread)."""
+    book, loan = _reserve(book_id, borrower, ctx)
     return f"Reserved {book.title!r} for {borrower} (loan {loan.pk}); {book.copies_available} copies left."
+
+
+@mcp.tool(annotations={"destructiveHint": False, "idempotentHint": False}, app=BOOK_CARDS, visibility=["app"])
+def reserve_copy(book_id: int, ctx: Context) -> BookOut:
+    """Reserve one copy of a book for the signed-in user: the book cards' button (views only)."""
+    user = ctx.user
+    borrower = user.get_username() if user is not None and user.is_authenticated else "guest (book cards)"
+    book, _loan = _reserve(book_id, borrower, ctx)
+    return _out(book)
 
 
 @mcp.resource("catalogue://books/{pk}", mime_type="application/json", title="A book")

@@ -352,6 +352,7 @@ async def test_socket_sends_snapshots_to_a_viewer(django_user_model: Any) -> Non
         5, session=session, name="slow", age=3, oauth_client_id="cid-7", oauth_client_name="Claude"
     )
     await sync_to_async(make_entry)(6, session=session, state=State.ANSWERED, age=30)
+    await sync_to_async(make_entry)(7, session=session, state=State.RATE_LIMITED, age=20)
     snapshots.reset()
     connected, communicator = await connect_as(viewer)
     assert connected
@@ -369,10 +370,12 @@ async def test_socket_sends_snapshots_to_a_viewer(django_user_model: Any) -> Non
         assert row["age"] >= 3
         assert len(snapshot["history"]) == 60
         assert snapshot["history"][-1]["pending"] == 1
-        assert sum(m["throughput"] for m in snapshot["history"]) == 1
+        assert sum(m["throughput"] for m in snapshot["history"]) == 2
+        assert sum(m["rate_limited"] for m in snapshot["history"]) == 1  # refusals: their own outcome
         assert snapshot["recent"] == {
             "seconds": 60.0,
-            "settled": 1,
+            "settled": 2,
+            "rate_limited": 1,
             "p50": 1000.0,
             "p95": 1000.0,
             "p99": 1000.0,

@@ -738,7 +738,7 @@ def test_every_settings_check_is_skipped_by_the_one_guard_when_mcp_server_is_not
 
     from mcp_server.checks.base import GUARDED
 
-    assert len(GUARDED) == 16
+    assert len(GUARDED) == 17
     assert set(GUARDED) <= registry.registered_checks
     with override_settings(MCP_SERVER=["not", "a", "dict"]):
         assert all(check() == [] for check in GUARDED)

@@ -27,6 +27,7 @@ from scripts.conformance_report import (
     ROOT,
     RUNS,
     SUITE_VERSIONS,
+    RunResult,
     format_table,
     run_matrix,
     suite_paths,
@@ -51,9 +52,15 @@ def installed_suites() -> None:
     )
 
 
+@pytest.fixture(scope="module")
+def matrix(installed_suites: None, tmp_path_factory: pytest.TempPathFactory) -> list[RunResult]:
+    """Every run against every mode, side by side (once: each mode's test judges its own)."""
+    return run_matrix(MODES, tuple(RUNS), tmp_path_factory.mktemp("conformance"))
+
+
 @pytest.mark.parametrize("mode", MODES)
-def test_conformance_suite(mode: str, installed_suites: None, tmp_path: Path) -> None:
-    results = run_matrix([mode], tuple(RUNS), tmp_path)
+def test_conformance_suite(mode: str, matrix: list[RunResult]) -> None:
+    results = [r for r in matrix if r.mode == mode]
     report = "\n\n".join(format_table(r) for r in results)
     assert [r.version for r in results] == list(RUNS)
     for result in results:

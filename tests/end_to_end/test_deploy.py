@@ -178,14 +178,20 @@ async def test_one_session_is_served_by_both_workers(deployed: Deployed) -> None
             return len(pids({worker for (worker,) in rows})) >= 2
 
         await wait_for(both_workers_served, within=60)
-    rows = ledger(
-        deployed.database,
-        "select session_id, worker, state from mcp_server_ledgerentry where method = 'tools/call'",
-    )
+
+    def settled() -> list[tuple[Any, ...]] | None:
+        """The ledger is written behind the replies: the last answer's row may still read pending for
+        a moment after the client has it. Wait for every row to settle (or fail naming the rows)."""
+        rows = ledger(
+            deployed.database,
+            "select session_id, worker, state from mcp_server_ledgerentry where method = 'tools/call'",
+        )
+        return rows if {state for _, _, state in rows} == {"answered"} else None
+
+    rows = await wait_for(lambda: asyncio.to_thread(settled), "every tools/call row answered", within=30)
     assert len({session for session, _, _ in rows}) == 1, rows  # one session ...
     assert None not in {session for session, _, _ in rows}
     assert len(pids({worker for _, worker, _ in rows})) == 2, rows  # ... served by both workers
-    assert {state for _, _, state in rows} == {"answered"}
 
 
 async def test_2026_requests_are_served_by_both_workers(deployed: Deployed) -> None:

@@ -52,7 +52,11 @@ async def test_the_refusal_through_the_official_client_in_both_eras(
         with pytest.raises(MCPError) as again:
             await modern.call_tool("echo", {"text": "hi"})
     assert again.value.code == -31429
-    assert again.value.data["limit"]["name"] == "echo"
+    assert again.value.data["limit"] == error.data["limit"]  # limited alike: the same limit, the same shape
+    assert (
+        again.value.message
+        == f"Rate limit 'echo' exceeded; retry after {again.value.data['retryAfter']} seconds"
+    )
 
 
 async def test_two_workers_on_redis_let_exactly_the_limit_through(tmp_path: Path) -> None:
@@ -93,8 +97,8 @@ async def test_two_workers_on_redis_let_exactly_the_limit_through(tmp_path: Path
     assert len(refused) == 40
     assert {a["error"]["code"] for a in refused} == {-31429}
     assert row_refusal["error"]["data"]["limit"]["name"] == "admin row"
-    # each call recorded once, answered: 10 with a result, 40 with the refusal as their outcome
-    assert sorted(outcomes.values()) == sorted(["result"] * 10 + ["-31429"] * 40)
+    # each call recorded once: 10 answered with a result, 40 rate_limited with the refusal as their outcome
+    assert sorted(outcomes.values()) == sorted(["answered result"] * 10 + ["rate_limited -31429"] * 40)
 
 
 async def add_row(database: str) -> None:
@@ -107,7 +111,7 @@ async def add_row(database: str) -> None:
 
 
 async def settled_calls(database: str, session_id: str) -> dict[str, str] | None:
-    """``tools/call`` rows of the session, settled: request key -> "result" or the error code."""
+    """``tools/call`` rows of the session, settled: request key -> "<state> result" or "<state> <code>"."""
     async with await psycopg.AsyncConnection.connect(database) as connection:
         cursor = await connection.execute(
             "SELECT request_key, state, outcome FROM mcp_server_ledgerentry"
@@ -115,9 +119,12 @@ async def settled_calls(database: str, session_id: str) -> dict[str, str] | None
             (session_id,),
         )
         rows = await cursor.fetchall()
-    if len(rows) != 50 or any(state != "answered" for _, state, _ in rows):
+    if len(rows) != 50 or any(state == "pending" for _, state, _ in rows):
         return None
-    return {key: "result" if "result" in out else str(out["error"]["code"]) for key, _, out in rows}
+    return {
+        key: f"{state} " + ("result" if "result" in out else str(out["error"]["code"]))
+        for key, state, out in rows
+    }
 
 
 async def test_the_demo_sites_low_limit(start: Callable[..., LiveServer]) -> None:

@@ -1,4 +1,4 @@
-"""The system checks of the rate-limit settings: E070 to E073."""
+"""The system checks of the rate-limit settings: E070 to E076 (E077, the quotas: test_quotas.py)."""
 
 from __future__ import annotations
 
@@ -57,3 +57,16 @@ def test_e073_allowed_codes(code: int) -> None:
 )
 def test_e074_reload(value: Any, expected: list[str]) -> None:
     assert ids(RATE_LIMIT_RELOAD=value) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("error", []), ("tool_result", []), ("result", ["mcp_server.E075"]), (None, ["mcp_server.E075"])],
+)
+def test_e075_the_refusal_shape(value: Any, expected: list[str]) -> None:
+    assert ids(RATE_LIMIT_REFUSAL=value) == expected
+
+
+@pytest.mark.parametrize(("value", "expected"), [(True, []), (False, []), (1, ["mcp_server.E076"])])
+def test_e076_http_429(value: Any, expected: list[str]) -> None:
+    assert ids(RATE_LIMIT_HTTP_429=value) == expected

@@ -132,3 +132,35 @@ async def test_a_stalled_cache_is_given_up_after_store_timeout(stalled_redis: di
         started = time.monotonic()
         assert await asyncio.wait_for(rate_refusal(context()), 5) is None
         assert time.monotonic() - started < 2
+
+
+async def test_the_warning_comes_again_a_minute_later(
+    dead_redis: dict[str, Any], caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rate_limit, "_last_warning", -rate_limit.WARN_EVERY)
+    with (
+        with_cache(dead_redis),
+        limits(RATE_LIMIT_CACHE_ALIAS="limits", RATE_LIMIT_FAIL_OPEN=False),
+        caplog.at_level(logging.WARNING, "mcp_server.requests"),
+    ):
+        for _ in range(3):
+            assert await rate_refusal(context()) is not None
+        monkeypatch.setattr(rate_limit, "_last_warning", rate_limit._last_warning - rate_limit.WARN_EVERY)
+        assert await rate_refusal(context()) is not None  # a minute after the first warning
+    warnings = [r.getMessage() for r in caplog.records if "rate limits cannot be counted" in r.getMessage()]
+    assert len(warnings) == 2
+    assert all("limited requests are refused" in w for w in warnings)
+
+
+async def test_a_stalled_cache_refuses_within_store_timeout_when_failing_closed(
+    stalled_redis: dict[str, Any],
+) -> None:
+    with (
+        with_cache(stalled_redis),
+        limits(RATE_LIMIT_CACHE_ALIAS="limits", RATE_LIMIT_FAIL_OPEN=False, STORE_TIMEOUT=0.5),
+    ):
+        started = time.monotonic()
+        refused = await asyncio.wait_for(rate_refusal(context()), 5)
+        assert time.monotonic() - started < 2
+    assert refused is not None
+    assert refused.data == {"limit": None, "retryAfter": 1}

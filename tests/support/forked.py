@@ -64,6 +64,11 @@ class ForkedProcess(subprocess.Popen[bytes]):
             raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
         return self.returncode  # type: ignore[no-any-return]
 
+    @property
+    def status_fd(self) -> int | None:
+        """The pipe its wait status arrives on (readable once it has ended); ``None`` once read."""
+        return None if self.returncode is not None else self._status_fd
+
     def send_signal(self, sig: int) -> None:
         if self.poll() is None:
             os.kill(self.pid, sig)
@@ -155,6 +160,11 @@ def _the_forkserver() -> Forkserver:
 
 
 File = IO[bytes] | int | None
+
+
+def can_fork(argv: Sequence[str], env: Mapping[str, str], cwd: Path | str) -> bool:
+    """Whether :func:`popen` would fork ``argv`` (forking is on, and the child would be what it asks for)."""
+    return ENABLED and _the_forkserver().fits(argv, env, cwd)
 
 
 def popen(

@@ -6,7 +6,7 @@ import asyncio
 import time
 from typing import Any
 
-from mcp_server import Context, mcp
+from mcp_server import App, Context, mcp
 from mcp_server.runtime import Runtime
 from project.mcp_servers import conformance
 
@@ -457,3 +457,26 @@ async def raw_open_step_gate(params: dict[str, Any]) -> dict[str, Any]:
     else:
         _step_gates.setdefault(gate, asyncio.Event()).set()
     return {"opened": gate}
+
+
+# -- MCP Apps (tests/end_to_end/test_apps.py) ---------------------------------------------------------------
+
+PROBE_VIEW = App(
+    "testapp/probe_view.html",
+    name="probe",
+    permissions={"clipboardWrite": {}},
+    prefers_border=False,
+    domain="probe.example",
+)
+
+
+@mcp.tool(app=PROBE_VIEW)
+async def apps_probe(ctx: Context) -> dict[str, bool]:
+    """Whether the client declared MCP Apps (``ctx.client_supports_apps``), shown in the probe view."""
+    return {"apps": ctx.client_supports_apps}
+
+
+@mcp.tool(app=App("testapp/probe_view.html", name="staff-probe", permission=lambda user: user.is_staff))
+async def apps_staff_probe() -> str:
+    """A tool whose view only staff may read."""
+    return "staff"

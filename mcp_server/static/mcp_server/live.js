@@ -174,6 +174,12 @@
     }
     cells.method.textContent = row.method;
     cells.name.textContent = row.name || "–";
+    if (row.ui) {  // MCP Apps: a tool with a view, or one only views call (the call came from a view)
+      const badge = document.createElement("span");
+      badge.className = "mcp-live-ui mcp-live-ui-" + row.ui;
+      badge.textContent = row.ui === "app" ? "by a view" : "has a view";
+      cells.name.append(" ", badge);
+    }
     cells.client.textContent = row.client || "–";
     cells.user.textContent = row.user || "–";
     if (row.oauth_client_id) {
@@ -325,7 +331,8 @@
         height: height.toFixed(1),
         class: "throughput-bar",
       });
-      bar.appendChild(svg("title", {}, clock(m.t) + ": " + m.throughput + " settled"));
+      const limited = m.rate_limited ? " (" + m.rate_limited + " rate limited)" : "";
+      bar.appendChild(svg("title", {}, clock(m.t) + ": " + m.throughput + " settled" + limited));
       chart.appendChild(bar);
     });
 
@@ -364,6 +371,7 @@
     const hour = snapshot.history.reduce((sum, m) => sum + m.throughput, 0);
     byId("mcp-live-pending").textContent = String(snapshot.pending_total);
     byId("mcp-live-throughput").textContent = recent ? String(recent.settled) : "–";
+    byId("mcp-live-limited").textContent = recent ? String(recent.rate_limited) : "–";
     byId("mcp-live-hour").textContent = snapshot.history_available ? String(hour) : "–";
     byId("mcp-live-latency").textContent = recent
       ? [recent.p50, recent.p95, recent.p99].map(millis).join(" / ")

@@ -45,5 +45,24 @@ async def test_a_stdio_user_is_limited(start: Any, database: Path) -> None:
     assert len(raw.answers_to(3)) == 1
     recorded = rows(database, "select state, outcome from mcp_server_ledgerentry where method = 'tools/call'")
     assert len(recorded) == 3
-    assert all(state == "answered" for state, _ in recorded)
-    assert sum("-31429" in outcome for _, outcome in recorded) == 1
+    # the refusal is its own ledger outcome: rate_limited, with the error as what was answered
+    assert sorted(state for state, _ in recorded) == ["answered", "answered", "rate_limited"]
+    assert [state for state, outcome in recorded if "-31429" in outcome] == ["rate_limited"]
+
+
+async def test_a_stdio_user_is_held_to_a_daily_quota(start: Any, database: Path) -> None:
+    quota = {"per": "user", "target": "tool:*", "quota": 2, "period": "day", "name": "two a day"}
+    raw: RawStdio = await start("--user", create_user(database), overrides={"QUOTAS": [quota]})
+    await raw.initialize()
+    answers = [
+        await raw.request(rpc("tools/call", {"name": tool, "arguments": arguments}, n))
+        for n, (tool, arguments) in enumerate(
+            [("echo", {"text": "x"}), ("search_books", {"query": "x"}), ("echo", {"text": "y"})], 1
+        )
+    ]
+    assert await raw.finish() == 0
+    assert [("result" in a) for a in answers] == [True, True, False]
+    limit = answers[2]["error"]["data"]["limit"]
+    assert (limit["name"], limit["quota"], limit["period"]) == ("two a day", 2, "day")
+    recorded = rows(database, "select state from mcp_server_ledgerentry where method = 'tools/call'")
+    assert sorted(state for (state,) in recorded) == ["answered", "answered", "rate_limited"]
