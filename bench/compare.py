@@ -11,7 +11,7 @@ vs SDK JSON), ``c16-2026`` (the same as 2026-07-28 requests: no handshake, the r
 ``_meta`` and headers), ``json`` and ``sse`` (those modes vs the SDK's), ``c1`` (one connection: p50),
 ``handshake`` (``initialize`` + ``notifications/initialized`` per second at c8) and ``memory`` (RSS growth of
 a fresh server process of each after ``--sessions`` sessions opened and left open). Then a summary of every
-ratio next to the performance issue's target for it (``--markdown``: also the README's table).
+ratio next to the performance issue's target for it (``--markdown``: also the docs' table).
 
     .venv/bin/python bench/compare.py                         # every row
     .venv/bin/python bench/compare.py --postgres --redis      # this project on PostgreSQL + Redis
@@ -284,7 +284,7 @@ def _arguments() -> argparse.Namespace:
         help="an MCP_SERVER setting for this project's server, e.g. LEDGER_FLUSH_INTERVAL=0 (repeatable)",
     )
     parser.add_argument("--no-guarantee", action="store_true", help="skip the guarantee run")
-    parser.add_argument("--markdown", action="store_true", help="also print the README's table of the run")
+    parser.add_argument("--markdown", action="store_true", help="also print the docs' table of the run")
     parser.add_argument(
         "--otel",
         action="store_true",

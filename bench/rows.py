@@ -1,5 +1,5 @@
 """The rows of ``bench/compare.py``: what each one runs, the performance issue's target for it, and how the
-figures are printed (each row as it ends, a summary of the ratios against the targets, the README's table).
+figures are printed (each row as it ends, a summary of the ratios against the targets, the docs' table).
 
 Every ratio is this project's figure over the SDK's, in the same run: throughput (higher is better), p50,
 p99, CPU time per request and RSS growth (lower is better).
@@ -146,11 +146,11 @@ def print_summary(outcomes: list[Outcome], backend: str) -> None:
         print(f"  (PostgreSQL + Redis, c16 >={PG_REDIS_THROUGHPUT:g}x: run with --postgres --redis)")
 
 
-X = "\u00d7"  # the README's multiplication sign
+X = "\u00d7"  # the docs' multiplication sign
 
 
 def _targets(row: Row, pg_redis: bool) -> str:
-    """The issue's targets for a row, as the README's table states them."""
+    """The issue's targets for a row, as the docs' table states them."""
     if row.kind == "memory":
         return f"RSS growth ≤{MEMORY:g}{X}"
     throughput = PG_REDIS_THROUGHPUT if pg_redis and row.name == "c16" else THROUGHPUT.get(row.name)
@@ -186,7 +186,7 @@ def _markdown_row(o: Outcome, where: str, sessions: int, pg_redis: bool) -> str:
 
 
 def print_markdown(outcomes: list[Outcome], backend: str, sessions: int) -> None:
-    """The README's table of the run."""
+    """The table of the run, as docs/explanation/performance.md shows it."""
     print(
         "\n| row | this project | official SDK | throughput (ours / SDK) | p50 ms | p99 ms "
         "| CPU ms per request | target |"

@@ -1,7 +1,7 @@
 """Benchmark: write calls through a live Daphne worker, sequential and concurrent, on SQLite and PostgreSQL.
 
 Each call is ``write_author`` (tests/testapp/mcp.py): one transaction that reads, writes and claims its
-answer (``ctx.claim_answer``), as a write tool does. The README's promise ("Writes and the guarantee"): every
+answer (``ctx.claim_answer``), as a write tool does. The promise ("Writes and the guarantee"): every
 call succeeds, none waits on the ledger writer, each within a second. Prints, per database setup and phase,
 one line: calls, ok, failures, p50, p99 and max latency in ms, how many took over a second, the worker's CPU
 time per call (user + system of its process over the phase, divided by the calls: the figure that does not
@@ -24,7 +24,7 @@ on SQLite quotes each one's parameters with one more query, inside the write loc
     .venv/bin/python bench/writes.py --tool add_author --server uvicorn --workers 2   # the Deploying recipe
 
 The worker is one Daphne process (what ``runserver`` serves with Channels) unless ``--server uvicorn``, which
-runs the README's *Deploying* command (``uvicorn … --workers N``); the CPU figure then sums its processes.
+runs the documented *Deploying* command (``uvicorn … --workers N``); the CPU figure then sums its processes.
 
 ``--tool`` picks the write, each through the path a site would use:
 
@@ -69,7 +69,7 @@ LOCK_TROUBLE = ("database is locked", "ledger write failed", "deadlock")
 
 
 def server_command(server: str, workers: int) -> tuple[str, ...]:
-    """Daphne (one process, as ``runserver`` serves), or uvicorn with ``workers`` processes (the README's
+    """Daphne (one process, as ``runserver`` serves), or uvicorn with ``workers`` processes (the documented
     *Deploying* recipe: ``--workers`` as many as the machine's cores)."""
     if server == "daphne":
         return DAPHNE
@@ -277,7 +277,7 @@ def main() -> None:
         "--server",
         choices=("daphne", "uvicorn"),
         default="daphne",
-        help="daphne: one process (as runserver serves); uvicorn: the README's Deploying recipe",
+        help="daphne: one process (as runserver serves); uvicorn: the documented Deploying recipe",
     )
     parser.add_argument("--workers", type=int, default=2, help="uvicorn's worker processes (default 2)")
     args = parser.parse_args()

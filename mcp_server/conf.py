@@ -99,7 +99,7 @@ DEFAULTS: dict[str, Any] = {
     "APP_ORIGIN": None,
     "APP_CSP": None,
 }
-"""Every key ``MCP_SERVER`` understands, with its default. The README's settings table mirrors this."""
+"""Every key ``MCP_SERVER`` understands, with its default. docs/reference/settings.md is made from it."""
 
 RESPONSE_MODES = ("auto", "sse", "json")
 

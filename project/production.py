@@ -1,4 +1,4 @@
-"""Production settings of the demo site: what the README's *Deploying* section tells a site to add.
+"""Production settings of the demo site: what docs/howto/deploy.md tells a site to add.
 
 ``DJANGO_SETTINGS_MODULE=project.production`` with ``DATABASE_URL`` (PostgreSQL), ``REDIS_URL`` (the channel
 layer and the cache: ``project.settings`` switches both), ``DJANGO_SECRET_KEY`` and ``DJANGO_ALLOWED_HOSTS``;

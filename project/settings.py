@@ -9,7 +9,7 @@ Environment variables switch them without code changes:
 - ``DJANGO_DEBUG``: ``1`` (default) or ``0``; ``DJANGO_ALLOWED_HOSTS``: comma-separated
 - ``MCP_DEMO_OAUTH``: ``1`` (default when django-oauth-toolkit is installed): the site is the OAuth
   authorization server of ``/mcp`` and ``/staff/mcp``, and MCP clients sign in as a user of the site
-  (README "Sign in with OAuth"); ``0``: anonymous access, as before
+  (docs/howto/oauth.md); ``0``: anonymous access, as before
 """
 
 from __future__ import annotations

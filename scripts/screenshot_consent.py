@@ -1,5 +1,4 @@
-"""A screenshot of the consent page, taken in Chromium: ``docs/images/consent.png`` (README, *Connect Claude,
-ChatGPT, VS Code, Cursor*).
+"""A screenshot of the consent page, in Chromium: ``docs/images/consent.png`` (docs/howto/connect-clients.md).
 
 ``python scripts/screenshot_consent.py [-o PATH]`` (or ``scripts/screenshot_consent``) starts the demo site
 on a free port with its authorization server on and user ``alice``, registers a client as claude.ai does

@@ -1,4 +1,4 @@
-"""System checks (ids ``mcp_server.E0xx`` / ``W0xx``, listed in the README), one module per topic.
+"""System checks (ids ``mcp_server.E0xx`` / ``W0xx``, docs/reference/checks.md), one module per topic.
 
 Importing the package registers them all (``MCPServerConfig.ready`` does). Every check that reads
 ``MCP_SERVER`` goes through the one guard :func:`~mcp_server.checks.base.mcp_check`: when ``MCP_SERVER`` is

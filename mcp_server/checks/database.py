@@ -16,7 +16,7 @@ SQLITE_OPTIONS = {
     "timeout": 20,
     "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
 }
-"""The SQLite ``OPTIONS`` the README's setup shows (W036)."""
+"""The SQLite ``OPTIONS`` the documented setup shows (docs/howto/add-to-a-site.md) (W036)."""
 
 
 @register(Tags.compatibility)
@@ -40,8 +40,8 @@ def check_sqlite_options(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
         messages += [
             Warning(
                 f"SQLite database {alias!r} {problem}.",
-                hint=f"Set DATABASES[{alias!r}]['OPTIONS'] = {SQLITE_OPTIONS!r} (README: Writes and the "
-                "guarantee), or write through mcp_server.write_transaction.",
+                hint=f"Set DATABASES[{alias!r}]['OPTIONS'] = {SQLITE_OPTIONS!r} (docs/explanation/writes.md"
+                "), or write through mcp_server.write_transaction.",
                 id="mcp_server.W036",
             )
             for problem in problems

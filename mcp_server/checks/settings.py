@@ -58,7 +58,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         messages.append(
             Error(
                 f"MCP_SERVER has an unknown key {key!r}.",
-                hint="See the settings table in the README.",
+                hint="See the settings reference: docs/reference/settings.md.",
                 id="mcp_server.E001",
             )
         )

@@ -8,7 +8,7 @@ an error: a JSON-RPC error for a request id, HTTP 503 where no request can be an
 What giving up does not do is stop the wait's thread: a synchronous ORM or cache call keeps running in its
 executor thread until the store answers (Django's ORM runs in one thread per process; the ledger writer in one
 thread of its own). What piles up is bounded that way, and by the store clients' own socket timeouts (see the
-README on operations: ``connect_timeout`` for PostgreSQL, ``socket_timeout`` for Redis).
+docs/howto/deploy.md: ``connect_timeout`` for PostgreSQL, ``socket_timeout`` for Redis).
 """
 
 from __future__ import annotations

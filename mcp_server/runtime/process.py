@@ -316,7 +316,7 @@ class Runtime(WorkerMessages):
                     await asyncio.wait(waits)
         except TimeoutError:
             logger.warning("shutdown grace of %.1fs ran out with responses still open", grace)
-        last = max(1.0, store_timeout())  # the last batches, together: the shutdown's bound (README, I11)
+        last = max(1.0, store_timeout())  # the last batches, together: the shutdown's bound (I11)
         await asyncio.gather(self.writer.aclose(grace=last), self.events.aclose(grace=last))
         logger.info("shutdown: %d in-flight requests answered with -32000", closed)
         return closed

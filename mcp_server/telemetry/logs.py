@@ -81,8 +81,8 @@ def log_fields(entry: Bound | None = None) -> dict[str, Any]:
 
 
 class RequestLogFilter(logging.Filter):
-    """Adds :data:`FIELDS` to every record (install it on a handler, see the README). A field the record
-    already has (passed as ``extra``) is kept."""
+    """Adds :data:`FIELDS` to every record (install it on a handler: docs/howto/observability.md). A field the
+    record already has (passed as ``extra``) is kept."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         for key, value in log_fields().items():

@@ -717,7 +717,7 @@ def test_w036_sqlite_without_immediate_transactions_or_a_lock_timeout(
         {"transaction_mode": "IMMEDIATE", "timeout": 30, "init_command": "PRAGMA journal_mode=WAL;"},
     ],
 )
-def test_w036_silent_with_the_readme_options(options: dict[str, Any]) -> None:
+def test_w036_silent_with_the_documented_options(options: dict[str, Any]) -> None:
     assert "mcp_server.W036" not in mcp_ids(DATABASES=sqlite(options))
 
 

@@ -1,6 +1,6 @@
 """Writers of one process take turns on a SQLite file (``mcp_server.core.writes.write_turn``) before
 ``BEGIN IMMEDIATE``, instead of meeting at SQLite's busy handler, which sleeps up to 100 ms between tries and
-lets a later writer pass an earlier one (README: "Writes and the guarantee").
+lets a later writer pass an earlier one (docs: "Writes and the guarantee").
 
 Real threads, real transactions on the test database (a SQLite file). A thread inside ``write_transaction``
 holds the turn until its block is done: a second writer (a ``write_transaction``, or the ledger writer's

@@ -1,8 +1,9 @@
-"""The README's production recipe, run as written: ``uvicorn <site>.asgi:application --workers 2`` on
-PostgreSQL and Redis, static files through WhiteNoise after ``collectstatic``, ``check --deploy`` clean.
+"""The documented production recipe (``docs/howto/deploy.md``), run as written:
+``uvicorn <site>.asgi:application --workers 2`` on PostgreSQL and Redis, static files through WhiteNoise
+after ``collectstatic``, ``check --deploy`` clean.
 
-The demo site's production settings (``project/production.py``, the README's *Deploying* block) run behind an
-imagined TLS proxy: requests carry ``X-Forwarded-Proto: https`` as the proxy would set it. Two worker
+The demo site's production settings (``project/production.py``, the documented *Deploying* block) run behind
+an imagined TLS proxy: requests carry ``X-Forwarded-Proto: https`` as the proxy would set it. Two worker
 processes share one listening socket and nothing routes a session to "its" worker: the ledger shows requests
 of one session (and 2026-07-28 requests) served by both. The admin's live page loads its script and styles
 and its WebSocket answers, as an operator's browser would need.
@@ -43,11 +44,11 @@ from tests.support.stores import throwaway_redis
 from tests.support.wait import wait_for
 
 DEPLOY_COMMAND = "uvicorn mysite.asgi:application --workers 2 --host 127.0.0.1 --port 8000"
-"""The README's production command line (section *Deploying*), with ``mysite`` and the port replaced."""
+"""The documented production command line (``docs/howto/deploy.md``), ``mysite`` and the port replaced."""
 
 
-def test_the_command_is_the_readmes() -> None:
-    deploying = (ROOT / "README.md").read_text().split("\n## Deploying\n", 1)[1].split("\n## ", 1)[0]
+def test_the_command_is_the_documented_one() -> None:
+    deploying = (ROOT / "docs" / "howto" / "deploy.md").read_text()
     assert f"   {DEPLOY_COMMAND}\n" in deploying
 
 
@@ -283,21 +284,21 @@ async def test_the_live_page_websocket_answers_under_uvicorn(deployed: Deployed)
     assert snapshot["can_abort"] is True
 
 
-# -- a brand-new site, deployed with the README's block -------------------------------------------------
+# -- a brand-new site, deployed with the documented block -------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def new_site_deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
-    """``startproject``, the README's installation steps, its production block with this machine's stores
+    """``startproject``, the documented installation steps, its production block with this machine's stores
     filled in, the release commands, then the documented command line."""
-    from tests.support.new_site import SITE, build_site, readme_blocks, run, site_env
+    from tests.support.new_site import SITE, build_site, doc_blocks, run, site_env
 
     require_services()
     directory = build_site(tmp_path_factory.mktemp("deploy-new-site") / "site", protected=False)
     with throwaway_redis() as redis, postgres_database() as database:
         host, name = database.rsplit("/", 1)
         settings = (
-            readme_blocks("Deploying")["settings.py"]
+            doc_blocks("howto/deploy")["settings.py"]
             .replace('"NAME": "mysite"', f'"NAME": {name!r}')
             .replace('"USER": "mysite"', '"USER": "postgres"')
             .replace("redis://127.0.0.1:6379", f"redis://127.0.0.1:{redis.port}")
@@ -335,7 +336,7 @@ def new_site_deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Depl
             stop_process(process)
 
 
-async def test_a_new_site_deployed_as_the_readme_says(new_site_deployed: Deployed) -> None:
+async def test_a_new_site_deployed_as_the_documentation_says(new_site_deployed: Deployed) -> None:
     """One session of the official client is served by both workers of a site we did not write, and the
     admin's styles load through WhiteNoise."""
     site = new_site_deployed

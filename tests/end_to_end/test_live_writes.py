@@ -1,8 +1,8 @@
 """Write calls through a live worker on SQLite: none waits on the ledger writer while it holds the lock, and
-SIGTERM ends the worker in bounded time under concurrent writes (README: "Writes and the guarantee", I11).
+SIGTERM ends the worker in bounded time under concurrent writes (docs: "Writes and the guarantee", I11).
 
 ``write_author`` (tests/testapp/mcp.py) reads, writes and claims its answer in one ``write_transaction``.
-The servers run with the README's SQLite options (WAL, ``IMMEDIATE``) but a 3 s lock timeout, and with
+The servers run with the documented SQLite options (WAL, ``IMMEDIATE``) but a 3 s lock timeout, and with
 Django's default options (deferred transactions, a rollback journal, 5 s): a claim that waited for the ledger
 batch holding its row would stall until that timeout and leave ``database is locked`` in the log, and a
 deferred transaction that read first would fail at once. Every call must succeed, nothing of that kind may
@@ -30,12 +30,12 @@ from tests.support.live import LiveServer, start_server, stop_process
 from tests.support.raw import RawSession, open_session, rpc
 from tests.support.wait import wait_for
 
-README_OPTIONS = {
+DOCUMENTED_OPTIONS = {
     "timeout": 3,
     "transaction_mode": "IMMEDIATE",
     "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
 }
-SQLITE_OPTIONS = {"readme": README_OPTIONS, "django-default": {}}
+SQLITE_OPTIONS = {"documented": DOCUMENTED_OPTIONS, "django-default": {}}
 
 GRACE, STORE_TIMEOUT = 3.0, 2.0
 LEASE = 2.0
@@ -116,7 +116,7 @@ async def test_sigterm_under_concurrent_writes_ends_the_worker_in_bounded_time(
     server = serve(
         servers,
         tmp_path,
-        README_OPTIONS,
+        DOCUMENTED_OPTIONS,
         SHUTDOWN_GRACE=GRACE,
         STORE_TIMEOUT=STORE_TIMEOUT,
         LEASE_TIMEOUT=LEASE,
@@ -164,7 +164,7 @@ async def test_sigterm_under_concurrent_writes_ends_the_worker_in_bounded_time(
         {"LEASE_TIMEOUT": LEASE},
         name="survivor",
         DATABASE_URL=server.env["DATABASE_URL"],
-        MCP_TEST_SQLITE_OPTIONS=json.dumps(README_OPTIONS),
+        MCP_TEST_SQLITE_OPTIONS=json.dumps(DOCUMENTED_OPTIONS),
     )
     servers.append(survivor)
     await open_session(http, survivor.url)  # under Daphne (no ASGI lifespan) a worker's upkeep starts then

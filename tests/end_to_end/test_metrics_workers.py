@@ -1,5 +1,5 @@
 """``/metrics`` of a site served by two Uvicorn worker processes on PostgreSQL and Redis, in
-``prometheus_client``'s multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``, empty at start), as the README's
+``prometheus_client``'s multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``, empty at start), as the documented
 *Prometheus* section says to run it.
 
 N tool calls, served by both workers, and K slow calls still pending: every scrape, whichever worker
@@ -38,7 +38,7 @@ UVICORN = (
     "{port}",
     "--no-access-log",
 )
-"""The README's production command (``python -m`` it, ``{port}`` filled in)."""
+"""The documented production command (``python -m`` it, ``{port}`` filled in)."""
 
 SLOW = 3
 """K: the slow calls left pending while the site is scraped."""

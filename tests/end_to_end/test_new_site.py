@@ -1,10 +1,11 @@
-"""A site we did not write: ``django-admin startproject``, then exactly the README's installation steps.
+"""A site we did not write: ``django-admin startproject``, then exactly the documented installation steps.
 
-The settings and ``asgi.py`` lines are read from the README's code blocks (those whose first line names the
-file), so the README and this test cannot drift apart. Nothing is installed: the package is already in the
-environment, as ``pip install django-mcp-ledger`` would leave it. The site then runs on Daphne and on
-Uvicorn, and the official client calls a tool there; with the README's line that turns anonymous access
-off, a request without a token gets 401 and one with a token made by ``manage.py mcp_token`` succeeds.
+The settings and ``asgi.py`` lines are read from the code blocks of ``docs/howto/add-to-a-site.md`` (those
+whose first line names the file), so the documentation and this test cannot drift apart. Nothing is
+installed: the package is already in the environment, as ``pip install django-mcp-ledger`` would leave it.
+The site then runs on Daphne and on Uvicorn, and the official client calls a tool there; with the
+documented line that turns anonymous access off, a request without a token gets 401 and one with a token
+made by ``manage.py mcp_token`` succeeds.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from playwright.sync_api import expect, sync_playwright
 
 from tests.support.auth import sdk_client
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
-from tests.support.new_site import build_site, readme_blocks, run, serve, site_env
+from tests.support.new_site import build_site, doc_blocks, run, serve, site_env
 from tests.support.raw import initialize
 from tests.support.wait import wait_for
 
@@ -125,7 +126,7 @@ STATIC = {
 
 @pytest.mark.parametrize("kind", ["daphne", "uvicorn"])
 async def test_static_files_are_served_in_debug(open_site: Path, kind: str) -> None:
-    """``daphne mysite.asgi:application`` as the README says (DEBUG on, as ``startproject`` leaves it): the
+    """``daphne mysite.asgi:application`` as documented (DEBUG on, as ``startproject`` leaves it): the
     admin has its CSS and the live page its script, as under ``runserver``."""
     with serve(open_site, kind) as url:
         async with httpx.AsyncClient(base_url=url.removesuffix("/mcp")) as http:
@@ -137,12 +138,12 @@ async def test_static_files_are_served_in_debug(open_site: Path, kind: str) -> N
 
 
 @pytest.mark.parametrize("kind", ["daphne", "uvicorn"])
-def test_the_readme_token_client_runs_as_written(protected_site: tuple[Path, str], kind: str) -> None:
+def test_the_documented_token_client_runs_as_written(protected_site: tuple[Path, str], kind: str) -> None:
     """The client example runs in a process of its own with only its URL and token filled in: it imports
     nothing the official client does not bring (no ``httpx``), and the token opens the protected site."""
     directory, token = protected_site
     with serve(directory, kind) as url:
-        token_client = readme_blocks("Authentication and permissions")["client.py"]
+        token_client = doc_blocks("howto/authentication")["client.py"]
         script = token_client.replace("http://127.0.0.1:8000/mcp", url).replace('"mcp_…"', repr(token))
         assert script.count(url) == 1
         assert script.count(token) == 1
@@ -159,7 +160,7 @@ def test_the_readme_token_client_runs_as_written(protected_site: tuple[Path, str
 
 @pytest.mark.browser
 def test_the_admin_live_page_works_in_a_browser_under_daphne(protected_site: tuple[Path, str]) -> None:
-    """``daphne newsite.asgi:application`` as the README says, the admin in a real browser: styled, and the
+    """``daphne newsite.asgi:application`` as documented, the admin in a real browser: styled, and the
     live page connected (its script loaded, its WebSocket routed by ``mcp_application``) with its chart."""
     if not CHROMIUM.exists():
         if os.environ.get("CI"):

@@ -1,7 +1,8 @@
-"""A site we did not write, with the README's Django REST framework example: ``startproject``, the README's
-installation and authentication steps, an app ``library`` with the models the README describes, and the
-README's ``library/api.py``, ``settings.py`` and ``library/mcp.py`` blocks as written. Two users with
-different rights call the resulting tools with the official client over their own tokens.
+"""A site we did not write, with the documented Django REST framework example
+(``docs/howto/expose-viewsets.md``): ``startproject``, the installation and authentication steps, an app
+``library`` with the models the page describes, and the page's ``library/api.py``, ``settings.py`` and
+``library/mcp.py`` blocks as written. Two users with different rights call the resulting tools with the
+official client over their own tokens.
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from tests.support.auth import sdk_client
-from tests.support.new_site import SITE, build_site, readme_blocks, run, serve
+from tests.support.new_site import SITE, build_site, doc_blocks, run, serve
 
 Site = tuple[Path, dict[str, str], dict[str, int]]
 """The site's directory, a token per user, the keys of the seeded author and book."""
 
-SECTION = "Django REST framework viewsets as tools"
+SECTION = "howto/expose-viewsets"
 
 MODELS = """
 from django.db import models
@@ -55,7 +56,7 @@ print(json.dumps({"author": author.pk, "book": book.pk}))
 @pytest.fixture(scope="module")
 def library_site(tmp_path_factory: pytest.TempPathFactory) -> Site:
     directory = build_site(tmp_path_factory.mktemp("new-site-api") / "site", protected=True)
-    blocks = readme_blocks(SECTION)
+    blocks = doc_blocks(SECTION)
     run(directory, "manage.py", "startapp", "library")
     (directory / "library" / "models.py").write_text(MODELS)
     (directory / "library" / "api.py").write_text(blocks["library/api.py"])
@@ -73,7 +74,7 @@ def library_site(tmp_path_factory: pytest.TempPathFactory) -> Site:
     return directory, tokens, seeded
 
 
-async def test_the_readme_viewsets_serve_two_users_by_their_rights(
+async def test_the_documented_viewsets_serve_two_users_by_their_rights(
     library_site: Site,
 ) -> None:
     directory, tokens, seeded = library_site

@@ -1,9 +1,10 @@
-"""A site we did not write, with the README's *Sign in with OAuth* blocks and its production block
-(*Deploying*): ``manage.py check --deploy`` is clean, and says what is wrong once HTTPS is taken out.
+"""A site we did not write, with the *Sign in with OAuth* blocks (``docs/howto/oauth.md``) and the production
+block (``docs/howto/deploy.md``): ``manage.py check --deploy`` is clean, and says what is wrong once HTTPS is
+taken out.
 
-The blocks are read from the README (``readme_blocks``), so the README and this test cannot drift apart. No
-store is reached: ``check`` inspects the settings only, so the PostgreSQL and Redis of the block need not
-exist.
+The blocks are read from the documentation (``doc_blocks``), so the documentation and this test cannot drift
+apart. No store is reached: ``check`` inspects the settings only, so the PostgreSQL and Redis of the block
+need not exist.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.live import ROOT
-from tests.support.new_site import SITE, build_site, readme_blocks, site_env
+from tests.support.new_site import SITE, build_site, doc_blocks, site_env
 
-OAUTH = "Sign in with OAuth (the site as authorization server)"
+OAUTH = "howto/oauth"
 HTTPS_LINES = ("SECURE_PROXY_SSL_HEADER = ", "SECURE_SSL_REDIRECT = ")
 """The lines of the production block that make the site HTTPS-only behind its TLS proxy."""
 
@@ -27,14 +28,14 @@ HTTPS_LINES = ("SECURE_PROXY_SSL_HEADER = ", "SECURE_SSL_REDIRECT = ")
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``startproject`` with the installation steps, then the OAuth blocks and a production settings module
-    of the README's block (``production.py``), and one without its HTTPS lines (``plain.py``)."""
+    of the documented block (``production.py``), and one without its HTTPS lines (``plain.py``)."""
     directory = build_site(tmp_path_factory.mktemp("new-site-oauth") / "site", protected=False)
-    oauth = readme_blocks(OAUTH)
+    oauth = doc_blocks(OAUTH)
     with (directory / SITE / "settings.py").open("a") as out:
         out.write("\n" + oauth["settings.py"])
     with (directory / SITE / "urls.py").open("a") as out:
         out.write("\n" + oauth["urls.py"])
-    production = readme_blocks("Deploying")["settings.py"]
+    production = doc_blocks("howto/deploy")["settings.py"]
     head = (
         f"import os\n\nfrom {SITE}.settings import *  # noqa\n"
         f"from {SITE}.settings import BASE_DIR, MIDDLEWARE\n\n"
@@ -57,7 +58,7 @@ def check_deploy(directory: Path, module: str) -> subprocess.CompletedProcess[st
     return subprocess.run(command, cwd=directory, env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_the_readme_blocks_make_the_site_an_authorization_server(site: Path) -> None:
+def test_the_documented_blocks_make_the_site_an_authorization_server(site: Path) -> None:
     """What check --deploy judges below is the authorization server: its apps and URLs are in."""
     code = (
         "import django; django.setup(); from django.apps import apps; from django.urls import reverse;"
@@ -71,7 +72,7 @@ def test_the_readme_blocks_make_the_site_an_authorization_server(site: Path) -> 
     )
 
 
-def test_check_deploy_is_clean_with_the_readmes_production_block(site: Path) -> None:
+def test_check_deploy_is_clean_with_the_documented_production_block(site: Path) -> None:
     done = check_deploy(site, "production")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "System check identified no issues (1 silenced)." in done.stdout, done.stdout + done.stderr
@@ -87,7 +88,7 @@ def test_without_https_check_deploy_names_what_is_missing(site: Path) -> None:
 
 
 def test_the_demos_production_settings_pass_check_deploy_with_the_server_on(tmp_path: Path) -> None:
-    """``project/production.py`` (what the README's block is to the demo) with ``MCP_DEMO_OAUTH=1``; the
+    """``project/production.py`` (what the documented block is to the demo) with ``MCP_DEMO_OAUTH=1``; the
     stores' URLs are only read, never reached."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TEST") and k != "DJANGO_DEBUG"}
     env.update(

@@ -1,7 +1,7 @@
 """A write's claim (``Context.claim_answer``) against the ledger batch that holds its request's pending row.
 
 The handler's transaction holds the database's write lock (SQLite) when it claims; the batch being written
-needs that lock. The claim must never wait for that batch (README, "Writes and the guarantee"): here a real
+needs that lock. The claim must never wait for that batch (docs, "Writes and the guarantee"): here a real
 handler thread holds a write transaction on the test database while the writer's batch with its record is in
 flight, claims, and commits or rolls back; the batch must then land without one failure ("database is
 locked"), and the request must have exactly one row. The writer's connection gets a short SQLite timeout, so

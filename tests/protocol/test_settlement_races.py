@@ -266,7 +266,7 @@ async def test_a_survivor_leaves_what_the_dead_worker_answered_and_wrote(world: 
 
 
 async def test_an_answer_the_dead_worker_had_not_written_is_recorded_closed(world: World) -> None:
-    """What a crash loses from the record (README, "The ledger is written behind the request path"): the
+    """What a crash loses from the record (docs, "The ledger is written behind the request path"): the
     client got its answer, but the worker died before its next batch; the row stays pending until a
     survivor settles it -32000."""
     a, b = world.a, world.b

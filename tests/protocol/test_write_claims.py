@@ -11,7 +11,7 @@ operator, or A's own deadline passes (the harness of tests/protocol/test_settlem
   the author stays;
 - A dies after the commit (its writer never wrote another batch): with the database ledger the request was
   recorded answered in the write's own transaction, and a survivor leaves it so; with the cache ledger it is
-  settled -32000 as an orphan (the README's limit: the cache cannot join the transaction);
+  settled -32000 as an orphan (the documented limit: the cache cannot join the transaction);
 - a survivor settled A's request as an orphan before the claim (A had outlived its lease): with the database
   ledger the claim finds the row settled and the write rolls back.
 
@@ -124,7 +124,7 @@ async def test_a_worker_killed_after_the_commit_leaves_the_write_and_its_record(
     if world.backend == "database":
         assert settled == 0
         assert await stored(request) == (ANSWERED, {"result": True})
-    else:  # the cache cannot join the transaction: the crash lost the record (README, "Write tools")
+    else:  # the cache cannot join the transaction: the crash lost the record (docs, "Write tools")
         assert settled == 0
         assert request.record.pk is None  # its pending row was still queued: nothing of it was stored
     assert await written(request)
@@ -134,7 +134,7 @@ async def test_a_claim_after_a_survivor_settled_the_request_rolls_back(world: Wo
     """A outlived its lease (alive, but renewing nothing), a survivor settled its pending row -32000, then A's
     handler claims its answer: the database ledger's row says it is settled, the write rolls back and the
     client gets -32000. The cache ledger cannot tell within the transaction: the write commits and the
-    client gets its result, while the record keeps the survivor's -32000 (the README's limit)."""
+    client gets its result, while the record keeps the survivor's -32000 (the documented limit)."""
     a, b = world.a, world.b
     request = await open_request(a, world.session_id, 1, "held_write")
     await a.runtime.writer.flush()

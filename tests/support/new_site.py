@@ -1,4 +1,4 @@
-"""A new site built as the README tells a newcomer: its blocks, the site made and served."""
+"""A new site built as the documentation tells a newcomer: its blocks, the site made and served."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ SITE = "newsite"
 SHOP_MCP = '''
 from mcp_server import Context, mcp
 
-__all__ = ["SITE", "build_site", "readme_blocks", "run", "serve", "site_env"]
+__all__ = ["SITE", "build_site", "doc_block_list", "doc_blocks", "run", "serve", "site_env"]
 
 
 @mcp.tool
@@ -35,18 +35,24 @@ def whoami(ctx: Context) -> str:
 '''
 
 
-def readme_blocks(title: str) -> dict[str, str]:
-    """The ``python`` blocks of the README section ``## title``, keyed by the file their first line names."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
-    blocks: dict[str, str] = {}
-    for match in re.finditer(r"^( *)```python\n(.*?)^\1```", section, re.S | re.M):
+def doc_block_list(page: str) -> list[tuple[str, str]]:
+    """The ``python`` blocks of the documentation page ``docs/<page>.md`` (``"howto/add-to-a-site"``) whose
+    first line names a file (``# settings.py``, ``# mysite/settings.py (at the end)``), in order: each as
+    that file's name and the block without its first line."""
+    text = (ROOT / "docs" / f"{page}.md").read_text()
+    blocks: list[tuple[str, str]] = []
+    for match in re.finditer(r"^( *)```python\n(.*?)^\1```", text, re.S | re.M):
         code = textwrap.dedent(match.group(2))
         first, _newline, rest = code.partition("\n")
         name = first[2:].split()[0] if first.startswith("# ") and first[2:].strip() else ""
-        if name.endswith(".py"):  # "# settings.py" or "# settings.py (production)"
-            blocks[name] = rest
+        if name.endswith(".py"):
+            blocks.append((name, rest))
     return blocks
+
+
+def doc_blocks(page: str) -> dict[str, str]:
+    """:func:`doc_block_list` by file name (a later block of the same file wins)."""
+    return dict(doc_block_list(page))
 
 
 def site_env(directory: Path) -> dict[str, str]:
@@ -82,10 +88,10 @@ def run(directory: Path, *args: str, env: dict[str, str] | None = None) -> str:
 
 
 def build_site(directory: Path, *, protected: bool) -> Path:
-    """A fresh project with the README's steps applied (and, if ``protected``, its authentication step)."""
+    """A fresh project with the documented steps applied (and, if ``protected``, its authentication step)."""
     directory.mkdir(parents=True)
     run(directory, "-m", "django", "startproject", SITE, ".")
-    install = readme_blocks("Add it to an existing site")
+    install = doc_blocks("howto/add-to-a-site")
     settings = directory / SITE / "settings.py"
     asgi = directory / SITE / "asgi.py"
     with settings.open("a") as out:
@@ -99,7 +105,7 @@ def build_site(directory: Path, *, protected: bool) -> Path:
     (directory / "shop" / "mcp.py").write_text(SHOP_MCP)
     if protected:
         with settings.open("a") as out:
-            out.write("\n" + readme_blocks("Authentication and permissions")["settings.py"])
+            out.write("\n" + doc_blocks("howto/authentication")["settings.py"])
     run(directory, "manage.py", "migrate", "-v0")
     run(directory, "manage.py", "check", "--fail-level", "WARNING")  # e.g. mcp_server.W003: routing missing
     return directory

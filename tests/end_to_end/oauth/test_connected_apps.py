@@ -35,7 +35,7 @@ APPS = "/oauth/apps/"
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     # No token cache: test_last_used_is_recorded_behind_the_request backdates a token with a
-    # QuerySet.update() from another process, which a cached row would show only after the TTL (README,
+    # QuerySet.update() from another process, which a cached row would show only after the TTL (docs,
     # *Token lookup*); a real token ages in the cache as in the database.
     server = start_oauth_server(tmp_path_factory.mktemp("oauth-apps"), {"OAUTH_TOKEN_CACHE_TTL": 0})
     make_user(server, "bob")

@@ -174,7 +174,7 @@ async def test_a_last_event_id_with_any_character_in_its_stream_part_is_a_400(
 
 
 async def test_a_well_formed_id_of_no_stream_of_the_session_is_a_400(server: LiveServer) -> None:
-    """README: an id the server did not issue (or whose stream was pruned) is a 400, after the grace in
+    """The docs: an id the server did not issue (or whose stream was pruned) is a 400, after the grace in
     which another worker's batch could still bring its rows. An empty 200 would make the official client
     reconnect for ever (each empty stream resets its attempt count); a 400 makes it give up."""
     async with httpx.AsyncClient(timeout=30) as http:

@@ -1,6 +1,6 @@
 """Graceful shutdown on SIGTERM under Uvicorn (and Daphne for open GET streams), against real servers.
 
-README: "On SIGTERM (Daphne) or ASGI lifespan shutdown a worker answers its in-flight requests with -32000
+The docs: "On SIGTERM (Daphne) or ASGI lifespan shutdown a worker answers its in-flight requests with -32000
 within SHUTDOWN_GRACE". Uvicorn sends lifespan shutdown only once every open response is complete, so a
 request in flight, or a GET stream a client keeps open, would hold Uvicorn's exit for as long as they
 last; the signal itself must start the shutdown. Every wait here is for a response, a stream's end or the

@@ -293,7 +293,7 @@ async def test_a_signal_settles_in_flight_requests_and_exits_zero(
 async def test_a_second_signal_ends_the_grace_at_once(
     start: Any, database: Path, first: signal.Signals, second: signal.Signals
 ) -> None:
-    """README: the first signal lets in-flight requests finish for up to SHUTDOWN_GRACE; a second one ends
+    """The docs: the first signal lets in-flight requests finish for up to SHUTDOWN_GRACE; a second one ends
     the grace period at once."""
     grace = 120.0
     raw: RawStdio = await start("--log-level", "info", overrides={"SHUTDOWN_GRACE": grace})
@@ -482,7 +482,7 @@ async def test_server_requests_and_notifications_go_out_on_stdout(start: Any) ->
 
 
 async def test_startup_output_goes_to_stderr_and_stdin_reads_as_empty(start: Any) -> None:
-    """README: output still buffered when the command starts (Python not unbuffered) is moved to stderr;
+    """The docs: output still buffered when the command starts (Python not unbuffered) is moved to stderr;
     stdin is kept for the protocol and handlers reading fd 0 get end of file (/dev/null)."""
     raw: RawStdio = await start(
         "--server", "tests.support.stdio_noise.server", env={"PYTHONUNBUFFERED": None}
@@ -633,7 +633,7 @@ async_to_sync(aend_session)({session!r}, "ended by an operator")
 async def test_without_a_shared_layer_the_stdio_process_alone_decides_its_requests(
     start: Any, database: Path
 ) -> None:
-    """README: with the in-memory channel layer, a session ended in another process does not reach the stdio
+    """The docs: with the in-memory channel layer, a session ended in another process does not reach the stdio
     process; its request is answered by its handler, recorded so, and the process serves on."""
     raw: RawStdio = await start()
     await raw.initialize(capabilities={"elicitation": {}})
