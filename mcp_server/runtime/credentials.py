@@ -18,6 +18,11 @@ __all__ = ["CredentialWatches"]
 
 logger = logging.getLogger("mcp_server.auth")
 
+RETRY_AFTER = 1.0
+"""Seconds before a check that failed (its store did not answer) is tried again, doubling up to the
+interval, and before an announced change is checked a second time: a change announced while the database
+was slow is not left to the next periodic check."""
+
 
 class CredentialWatches:
     """The credentials of the streams this process holds (one runtime's)."""
@@ -51,16 +56,22 @@ class CredentialWatches:
 
     async def _hold(self, watch: CredentialWatch, end: End) -> None:
         interval = float(mcp_settings.STREAM_RECHECK_INTERVAL)
+        wait = interval
         while True:
+            poked = False
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(interval):
-                    await watch.wake.wait()
+                async with asyncio.timeout(wait):
+                    poked = await watch.wake.wait()
             watch.wake.clear()
             try:
                 valid = await watch.still_valid()
-            except Exception:  # a store that does not answer: the stream stays, checked next time
+            except Exception:  # a store that does not answer: the stream stays, checked again soon
                 logger.warning("could not check an open stream's credential", exc_info=True)
+                wait = min(interval, max(RETRY_AFTER, 2 * wait if wait < interval else RETRY_AFTER))
                 continue
+            # An announced change the check did not see yet (a cache entry of the credential, a replica
+            # behind its primary) is looked at once more a moment later.
+            wait = min(interval, RETRY_AFTER) if poked else interval
             if not valid:
                 logger.info("an open stream's credential no longer authenticates: the stream ends")
                 await end("credential no longer valid")

@@ -86,3 +86,49 @@ async def test_the_same_credential_is_the_same_user_through_the_same_credential(
     assert same_credential((ann, "key-1"), (ann_again, "key-1"))
     assert not same_credential((ann, "key-1"), (ann, "key-2"))
     assert not same_credential((ann, None), (ben, None))  # a session of another user
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("first_check", ["misses the change", "store does not answer"])
+async def test_an_announced_change_is_looked_at_again_a_moment_later(
+    settings: Any, monkeypatch: pytest.MonkeyPatch, first_check: str
+) -> None:
+    """A poke whose check did not see the change yet (a cached credential, a replica behind), or whose
+    store did not answer, is checked again after ``RETRY_AFTER``, not at the next periodic check (an hour
+    here): the revoked stream still ends at once."""
+    from mcp_server.core.stores import StoreUnavailable
+    from mcp_server.protocol.credentials import CredentialWatch
+    from mcp_server.runtime import credentials
+
+    settings.MCP_SERVER = {**settings.MCP_SERVER, "STREAM_RECHECK_INTERVAL": 3600.0}
+    user = await get_user_model().objects.acreate(username="looked-at-again")
+    token, plain = await sync_to_async(AccessToken.objects.create_token)(user, "t")
+    checked = asyncio.Event()
+    real = CredentialWatch.still_valid
+
+    async def first_fails_or_misses(watch: CredentialWatch) -> bool:
+        if checked.is_set():
+            return await real(watch)
+        checked.set()
+        if first_check == "store does not answer":
+            raise StoreUnavailable("database", "timed out")
+        return await real(watch)  # before the change below: still valid
+
+    monkeypatch.setattr(CredentialWatch, "still_valid", first_fails_or_misses)
+    ended = asyncio.Event()
+
+    async def end(reason: str) -> None:
+        ended.set()
+
+    watches = CredentialWatches()
+    task = watches.watch(token_scope(plain), user, token, end)
+    assert task is not None
+    try:
+        assert watches.poke(user.pk) == 1
+        await asyncio.wait_for(checked.wait(), ENDS_WITHIN)
+        await AccessToken.objects.filter(pk=token.pk).aupdate(revoked_at=timezone.now())  # no announcement
+        await asyncio.wait_for(task, credentials.RETRY_AFTER + ENDS_WITHIN)
+        assert ended.is_set()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
