@@ -83,16 +83,17 @@ class Leases:
     def __len__(self) -> int:
         return len(self._held)
 
-    def take(self, key: str, now: float | None = None) -> bool:
-        """Take one call of ``key``'s lease; ``False`` when there is none left (ask the cache)."""
+    def take(self, key: str, now: float | None = None) -> int | None:
+        """Take one call of ``key``'s lease: how many are left after it, or ``None`` when there was none
+        (ask the cache)."""
         lease = self._held.get(key)
         if lease is None or lease.left <= 0:
-            return False
+            return None
         if (time.monotonic() if now is None else now) >= lease.ends:
             lease.left = 0
-            return False
+            return None
         lease.left -= 1
-        return True
+        return lease.left
 
     def size(self, key: str, limit: int, most: int) -> int:
         """How many calls of ``key`` to add at its next round trip (1 until its last seen count leaves more
@@ -102,11 +103,11 @@ class Leases:
             return 1
         return max(1, min(most, (limit - lease.count) // LEASE_DIVISOR))
 
-    def running_low(self, key: str) -> bool:
-        """Whether ``key``'s lease is down to its last quarter (or call) with no round trip in flight: time
-        to ask for the next one ahead, so that no call waits for it."""
+    def running_low(self, key: str, left: int) -> bool:
+        """Whether ``key``'s lease, ``left`` calls of it left, is down to its last quarter (or call) with no
+        round trip in flight: time to ask for the next one ahead, so that no call waits for it."""
         lease = self._held.get(key)
-        if lease is None or lease.size <= 1 or lease.left > max(1, lease.size // 4):
+        if lease is None or lease.size <= 1 or left > max(1, lease.size // 4):
             return False
         future = self._asking.get(key)
         return future is None or future.done()

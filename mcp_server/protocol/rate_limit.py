@@ -161,27 +161,34 @@ async def rate_refusal(ctx: Context) -> RateLimited | None:
     if not rules:
         return None
     who = caller_keys(ctx)
-    found = _Matched.rules_for(rules, ctx.method, ctx.params, frozenset(who))
+    found = _Matched.rules_for(rules, ctx.method, ctx.params, tuple(who))
     if not found:
         return None
     now = time.time()
     limited = [(w, window_key(r, w, who[r.per], now)) for r in found for w in r.windows]
     leases = _Leased.leases
-    asking = [at for at, (_, (key, _)) in enumerate(limited) if not leases.take(key)]
-    low = [entry for entry in limited if leases.running_low(entry[1][0])]
+    asking: list[int] = []
+    low: list[tuple[Window, tuple[str, int]]] = []
+    for at, entry in enumerate(limited):
+        left = leases.take(entry[1][0])
+        if left is None:
+            asking.append(at)
+        elif leases.running_low(entry[1][0], left):
+            low.append(entry)
     if low:
         keys = [key for _, (key, _) in low]
         future = leases.asking(keys)  # in flight from now on
         _Leased.ahead(_ask_ahead(leases, low, future), lambda _: leases.asked(keys, future))
+    if not asking:  # every window leased: within each
+        return None
     counts: list[tuple[int, float]] = [(0, 0.0)] * len(limited)  # a leased call is within its window
-    if asking:
-        try:
-            await _ask(limited, asking, counts)
-        except Exception as exc:  # StoreUnavailable (the bound), or the cache's own error
-            _warn(exc)
-            if mcp_settings.RATE_LIMIT_FAIL_OPEN:
-                return None
-            return RateLimited(mcp_settings.RATE_LIMIT_ERROR_CODE, None, None, 1)
+    try:
+        await _ask(limited, asking, counts)
+    except Exception as exc:  # StoreUnavailable (the bound), or the cache's own error
+        _warn(exc)
+        if mcp_settings.RATE_LIMIT_FAIL_OPEN:
+            return None
+        return RateLimited(mcp_settings.RATE_LIMIT_ERROR_CODE, None, None, 1)
     return _refusal(found, counts)
 
 
@@ -191,21 +198,23 @@ class _Matched:
     call's cost. At most :data:`MATCHES_KEPT` answers are kept (names a client makes up start it afresh)."""
 
     rules: tuple[Rule, ...] | None = None
-    found: dict[tuple[str, Any, frozenset[str]], list[Rule]] = {}
+    found: dict[tuple[str, Any, tuple[str, ...]], list[Rule]] = {}
 
     @classmethod
     def rules_for(
-        cls, rules: tuple[Rule, ...], method: str, params: dict[str, Any], pers: frozenset[str]
+        cls, rules: tuple[Rule, ...], method: str, params: dict[str, Any], pers: tuple[str, ...]
     ) -> list[Rule]:
+        """The rules that count the request (``pers``: the kinds of who its caller is, in
+        :func:`caller_keys`' order)."""
         if cls.rules is not rules:
             cls.rules, cls.found = rules, {}
         named = params.get("uri") if method.startswith("resources/") else params.get("name")
         if isinstance(named, str) and len(named) > NAME_KEPT:  # not kept: matched every time
-            return matching_rules(rules, method, params, pers)
+            return matching_rules(rules, method, params, frozenset(pers))
         key = (method, named if isinstance(named, str) else None, pers)
         found = cls.found.get(key)
         if found is None:
-            found = matching_rules(rules, method, params, pers)
+            found = matching_rules(rules, method, params, frozenset(pers))
             if len(cls.found) >= MATCHES_KEPT:
                 cls.found = {}
             cls.found[key] = found
@@ -277,7 +286,7 @@ async def _ask(
     flying = leases.in_flight([limited[at][1][0] for at in asking])
     if flying:  # another call is asking for these windows: its lease may cover this one too
         await asyncio.wait(flying, timeout=mcp_settings.STORE_TIMEOUT)  # (each is bounded by it too)
-        asking = [at for at in asking if not leases.take(limited[at][1][0])]
+        asking = [at for at in asking if leases.take(limited[at][1][0]) is None]
         if not asking:
             return
     windows = [limited[at][1] for at in asking]

@@ -37,20 +37,20 @@ def test_a_window_is_counted_call_by_call_until_it_has_far_to_go() -> None:
 def test_a_lease_lets_its_calls_through_until_it_is_used_or_its_window_nearly_over() -> None:
     leases = Leases()
     assert leases.granted("w", 4, 4, 1000, 10.0, now=100.0)  # this call and 3 more
-    assert [leases.take("w", now=100.0) for _ in range(4)] == [True, True, True, False]
+    assert [leases.take("w", now=100.0) for _ in range(4)] == [2, 1, 0, None]
     assert leases.granted("w", 4, 8, 1000, 10.0, now=100.0)
-    assert leases.take("w", now=108.9)
-    assert not leases.take("w", now=109.0)  # void 1 s (or a tenth) before the window's counter expires
-    assert not leases.take("w", now=109.0)
-    assert not leases.take("unknown")
+    assert leases.take("w", now=108.9) == 2  # the second lease: three calls after the one that asked
+    assert leases.take("w", now=109.0) is None  # void 1 s (or a tenth) before the window's counter expires
+    assert leases.take("w", now=109.0) is None
+    assert leases.take("unknown") is None
 
 
 def test_only_the_calls_under_the_limit_are_leased() -> None:
     leases = Leases()
     assert leases.granted("w", 8, 13, 10, 60.0, now=0.0)  # 5 were counted before: 5 of the 8 fit
-    assert [leases.take("w", now=0.0) for _ in range(5)] == [True] * 4 + [False]
+    assert [leases.take("w", now=0.0) for _ in range(5)] == [3, 2, 1, 0, None]
     assert not leases.granted("w", 1, 14, 10, 60.0, now=0.0)  # over: refused, nothing leased
-    assert not leases.take("w", now=0.0)
+    assert leases.take("w", now=0.0) is None
 
 
 def test_a_process_keeps_a_bounded_number_of_leases() -> None:
@@ -58,8 +58,8 @@ def test_a_process_keeps_a_bounded_number_of_leases() -> None:
     for n in range(10):
         leases.granted(f"w{n}", 2, 2, 1000, 60.0, now=0.0)
     assert len(leases) == 3
-    assert leases.take("w9", now=0.0)
-    assert not leases.take("w0", now=0.0)  # the oldest were forgotten
+    assert leases.take("w9", now=0.0) == 0
+    assert leases.take("w0", now=0.0) is None  # the oldest were forgotten
 
 
 @pytest.fixture(params=["locmem", "redis"])
