@@ -113,6 +113,7 @@ class RateLimitAdmin(RateLimitModelAdmin):
     every caller's count against each limit and who is being refused now."""
 
     list_display = ("name", "per", "target", "rate", "burst", "enabled", "updated")
+    fields = ("name", "per", "target", "rate", "burst", "enabled")
     list_filter = ("per", "enabled")
     search_fields = ("name", "target")
     change_list_template = "admin/mcp_server/ratelimit/change_list.html"
@@ -151,6 +152,7 @@ class QuotaAdmin(QuotaModelAdmin):
     absurd quota)."""
 
     list_display = ("name", "per", "target", "quota", "period", "enabled", "updated")
+    fields = ("name", "per", "target", "quota", "period", "enabled")
     list_filter = ("per", "period", "enabled")
     search_fields = ("name", "target")
 

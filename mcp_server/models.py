@@ -284,20 +284,16 @@ class StreamEvent(models.Model):
         return f"{self.stream_id}:{self.seq}"
 
 
-class RateLimit(models.Model):
-    """A rate limit staff set in the admin: it overrides the ``RATE_LIMITS`` rule with the same ``per`` and
-    ``target`` (a disabled row removes that rule), and every worker reads the rows again every
-    ``RATE_LIMIT_RELOAD`` seconds (``None``, the default: rows are not read)."""
+class _LimitRow(models.Model):
+    """What a rate limit's row and a quota's share: a unique name, whether it is in force, when it changed,
+    and a form that refuses what its rule would not parse (``clean``)."""
 
     name = models.CharField(max_length=100, unique=True)
-    per = models.CharField(max_length=10, choices=[(p, p) for p in PER])
-    target = models.CharField(max_length=300, default="*", help_text=_("tool:<glob>, resource:<glob>, ..."))
-    rate = models.CharField(max_length=40, help_text=_("<count>/<period>, e.g. 600/hour"))
-    burst = models.PositiveIntegerField(null=True, blank=True)
     enabled = models.BooleanField(default=True)
     updated = models.DateTimeField(auto_now=True)
 
     class Meta:
+        abstract = True
         ordering = ["name"]
 
     def __str__(self) -> str:
@@ -305,10 +301,7 @@ class RateLimit(models.Model):
 
     def as_rule(self) -> Rule:
         """The row as a parsed rule; raises ``ValueError`` when it is not a valid one."""
-        raw: dict[str, Any] = {"per": self.per, "target": self.target, "rate": self.rate, "name": self.name}
-        if self.burst is not None:
-            raw["burst"] = self.burst
-        return parse_rule(raw)
+        raise NotImplementedError
 
     def clean(self) -> None:
         from django.core.exceptions import ValidationError
@@ -319,24 +312,33 @@ class RateLimit(models.Model):
             raise ValidationError(str(exc)) from None
 
 
-class Quota(models.Model):
+class RateLimit(_LimitRow):
+    """A rate limit staff set in the admin: it overrides the ``RATE_LIMITS`` rule with the same ``per`` and
+    ``target`` (a disabled row removes that rule), and every worker reads the rows again every
+    ``RATE_LIMIT_RELOAD`` seconds (``None``, the default: rows are not read)."""
+
+    per = models.CharField(max_length=10, choices=[(p, p) for p in PER])
+    target = models.CharField(max_length=300, default="*", help_text=_("tool:<glob>, resource:<glob>, ..."))
+    rate = models.CharField(max_length=40, help_text=_("<count>/<period>, e.g. 600/hour"))
+    burst = models.PositiveIntegerField(null=True, blank=True)
+
+    def as_rule(self) -> Rule:
+        """The row as a parsed rule; raises ``ValueError`` when it is not a valid one."""
+        raw: dict[str, Any] = {"per": self.per, "target": self.target, "rate": self.rate, "name": self.name}
+        if self.burst is not None:
+            raw["burst"] = self.burst
+        return parse_rule(raw)
+
+
+class Quota(_LimitRow):
     """A daily or monthly quota staff set in the admin: it overrides the ``QUOTAS`` entry with the same
     ``per`` and ``target`` (a disabled row removes it), read again with the rate limits' rows (every
     ``RATE_LIMIT_RELOAD`` seconds; ``None``: rows are not read)."""
 
-    name = models.CharField(max_length=100, unique=True)
     per = models.CharField(max_length=10, choices=[(p, p) for p in PER], default="user")
     target = models.CharField(max_length=300, default="*", help_text=_("tool:<glob>, resource:<glob>, ..."))
     quota = models.PositiveIntegerField(help_text=_("calls allowed in each period"))
     period = models.CharField(max_length=10, choices=[(p, p) for p in QUOTA_PERIODS], default="day")
-    enabled = models.BooleanField(default=True)
-    updated = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
 
     def as_rule(self) -> Rule:
         """The row as a parsed quota; raises ``ValueError`` when it is not a valid one."""
