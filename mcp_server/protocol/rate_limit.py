@@ -13,6 +13,7 @@ it with ``retryAfter`` 1; either way a warning is logged at most once a minute.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import weakref
@@ -134,11 +135,12 @@ def caller_keys(ctx: Context) -> dict[str, str]:
     if getattr(user, "is_authenticated", False) and getattr(user, "pk", None) is not None:
         keys["user"] = f"u:{user.pk}"
     auth = getattr(ctx.request, "auth", None)
-    client_id, _ = oauth_client_of(auth)
-    if client_id:
-        keys["token"] = f"o:{client_id}"
-    elif auth is not None and getattr(auth, "pk", None) is not None:
-        keys["token"] = f"t:{auth.pk}"
+    if auth is not None:
+        client_id, _ = oauth_client_of(auth)
+        if client_id:
+            keys["token"] = f"o:{client_id}"
+        elif getattr(auth, "pk", None) is not None:
+            keys["token"] = f"t:{auth.pk}"
     if "user" not in keys:
         address = client_address(ctx)
         if address:
@@ -307,9 +309,14 @@ def window_key(rule: Rule, window: Window, who: str, now: float) -> tuple[str, i
     """The cache key of ``who``'s counter in ``rule``'s ``window`` and its timeout: a rate window opens
     with its first call; a quota's is the calendar period holding ``now`` (it ends when the period does)."""
     if rule.period is None:
-        return f"{KEY_PREFIX}{rule.key}:{window.seconds}:{who}", window.seconds
+        return _window_prefix(rule.key, window.seconds) + who, window.seconds
     label, left, _ = calendar_period(rule.period, now)
     return f"{KEY_PREFIX}{rule.key}:{label}:{who}", left
+
+
+@functools.lru_cache(maxsize=1024)
+def _window_prefix(rule_key: str, seconds: int) -> str:
+    return f"{KEY_PREFIX}{rule_key}:{seconds}:"
 
 
 def _refusal(found: list[Rule], counts: list[tuple[int, float]]) -> RateLimited | None:

@@ -23,7 +23,7 @@ import pytest
 from tests.support.admin import admin_client, create_superuser, run_action
 from tests.support.auth import bearer, http_client, make_fixtures, manage, shell
 from tests.support.listen import Stream, listening, notify
-from tests.support.live import LiveServer, shared_site, start_server
+from tests.support.live import LiveServer, run_manage, run_shell, shared_site, start_server
 from tests.support.raw import open_session, sse_events
 
 pytestmark = pytest.mark.asyncio
@@ -86,10 +86,20 @@ async def open_streams(
             yield get, listen
 
 
-async def assert_both_end(get: httpx.Response, listen: Stream) -> None:
+async def assert_both_end(
+    get: httpx.Response, listen: Stream, *servers: LiveServer, changed_by: str = ""
+) -> None:
     """Both streams end: the listen request with its ``complete`` result and nothing else, the GET stream
-    with no message at all."""
-    final = await listen.rest(ENDS_WITHIN)
+    with no message at all. A stream that stays open fails with the logs of ``servers`` and what the
+    process that made the change wrote on its stderr (``changed_by``)."""
+    try:
+        final = await listen.rest(ENDS_WITHIN)
+    except TimeoutError:
+        logs = "\n".join(f"--- {server.log_path.name}:\n{server.log()[-4000:]}" for server in servers)
+        pytest.fail(
+            f"the listen stream was still open after {ENDS_WITHIN}s\n{logs}\n--- the change's stderr:\n"
+            f"{changed_by[-4000:]}"
+        )
     assert [m.get("result", {}).get("resultType") for m in final] == ["complete"], final
     assert final[0]["id"] == "watched"
     async with asyncio.timeout(ENDS_WITHIN):
@@ -172,6 +182,7 @@ def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServ
     directory = tmp_path_factory.mktemp("stream-revocation")
     hourly: dict[str, Any] = {"STREAM_RECHECK_INTERVAL": 3600.0}
     with shared_site() as env:
+        env = {**env, "MCP_LOG_LEVEL": "INFO"}  # what each worker did, in the failure's message
         a = start_server(directory, hourly, name="a", **env)
         try:
             b = start_server(directory, hourly, name="b", **env)
@@ -189,8 +200,10 @@ async def test_a_token_revoked_by_the_command_ends_its_streams_at_once(
     a, _b = workers
     token, pk = new_credential(a, "revoked-at-once")
     async with open_streams(a, token) as (get, listen):
-        assert "Revoked" in manage(a, "mcp_token", "revoke", str(pk))
-        await assert_both_end(get, listen)
+        done = run_manage(a.env, "mcp_token", "revoke", str(pk))
+        assert done.returncode == 0, done.stderr
+        assert "Revoked" in done.stdout
+        await assert_both_end(get, listen, a, changed_by=done.stderr)
 
 
 async def test_a_token_revoked_in_the_admin_of_another_worker_ends_its_streams_at_once(
@@ -204,7 +217,7 @@ async def test_a_token_revoked_in_the_admin_of_another_worker_ends_its_streams_a
         async with open_streams(a, token) as (get, listen):
             done = await run_action(admin, "accesstoken", "revoke", [pk])
             assert done.status_code == 302, done.text
-            await assert_both_end(get, listen)
+            await assert_both_end(get, listen, a, b)
     finally:
         await admin.aclose()
 
@@ -213,5 +226,6 @@ async def test_a_deactivated_user_s_streams_end_at_once(workers: tuple[LiveServe
     a, _b = workers
     token, _pk = new_credential(a, "deactivated-at-once")
     async with open_streams(a, token) as (get, listen):
-        shell(a, DEACTIVATE.format(username="deactivated-at-once"))
-        await assert_both_end(get, listen)
+        done = run_shell(a.env, DEACTIVATE.format(username="deactivated-at-once"))
+        assert done.returncode == 0, done.stderr
+        await assert_both_end(get, listen, a, changed_by=done.stderr)
