@@ -249,7 +249,15 @@ class Runtime(WorkerMessages):
                     rejoin = False
                 event = await layer.receive(self.channel)
             except asyncio.CancelledError:
-                raise
+                task = asyncio.current_task()
+                if task is None or task.cancelling():
+                    raise
+                # Not this task's cancel: one that escaped the layer's receive (channels_redis shares one
+                # receive among a process's channels). Ending here would leave this worker deaf to every
+                # other worker; receive again.
+                logger.warning("channel layer receive was cancelled from within the layer; receiving again")
+                await asyncio.sleep(0.05)
+                continue
             except Exception:
                 logger.exception("channel layer receive failed; retrying in 1s")
                 rejoin = True

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 import pytest
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.utils import timezone
 
 from mcp_server.core.context import SessionState
@@ -321,3 +321,41 @@ def test_every_message_a_worker_receives_has_the_method_that_acts_on_it() -> Non
     acts = runtime._message_table()
     assert set(acts) == set(get_args(WorkerMessage)) - {AbortResult}
     assert all(getattr(act, "__self__", None) is runtime for act in acts.values())
+
+
+class LeakingLayer(InMemoryChannelLayer):  # type: ignore[misc]
+    """An in-memory layer whose first ``receive`` on each channel raises ``CancelledError`` though nobody
+    cancelled its caller, as ``channels_redis`` can when a process's receivers share one receive."""
+
+    leaked: set[str] = set()
+
+    async def receive(self, channel: str) -> dict[str, Any]:
+        if channel not in LeakingLayer.leaked:
+            LeakingLayer.leaked.add(channel)
+            raise asyncio.CancelledError
+        return await super().receive(channel)  # type: ignore[no-any-return]
+
+
+async def test_a_cancel_that_escapes_the_layer_does_not_stop_a_worker_listening(
+    settings: Any, ledger: Ledger, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker whose layer's ``receive`` raised a ``CancelledError`` of its own keeps receiving what other
+    workers send (it used to end its listening, silently: deaf to every cancel, abort and revocation)."""
+    settings.CHANNEL_LAYERS = {LAYER: {"BACKEND": f"{__name__}.LeakingLayer"}}
+    LeakingLayer.leaked = set()
+    a = Runtime(worker_id="worker-a", ledger=ledger, channel_layer_alias=LAYER, flush_interval=0.01)
+    b = Runtime(worker_id="worker-b", ledger=ledger, channel_layer_alias=LAYER, flush_interval=0.01)
+    await a.start()
+    await b.start()
+    try:
+        replies = Replies()
+        entry = await start(a, "s-leak", 1, replies)
+        assert not await b.cancel("s-leak", 1)  # told to every worker: a must still hear it
+        await replies.until(lambda: bool(replies.got))
+        assert replies.of(entry) == [None]
+        assert a.channel in LeakingLayer.leaked
+        assert "cancelled from within the layer" in caplog.text
+    finally:
+        for runtime in (a, b):
+            await runtime.requests.shutdown("test over")
+            await runtime.aclose()
