@@ -261,22 +261,31 @@ class _Leased:
         task.add_done_callback(done)
 
 
+async def _leased_counts(
+    leases: Leases, entries: list[tuple[Window, tuple[str, int]]], calls: int
+) -> list[tuple[bool, int, float]]:
+    """Count ``entries`` in the cache, each with the lease its last count allows, and keep what fits under
+    each window as its lease: per entry, whether the ``calls`` that asked (1, or 0 ahead of need) may run,
+    the shared count, and the seconds its window has left."""
+    most = mcp_settings.RATE_LIMIT_LEASE
+    amounts = [leases.size(key, window.count, most) for window, (key, _) in entries]
+    answers = await _Leased.count([entry[1] for entry in entries], amounts)
+    return [
+        (leases.granted(key, amount, count, window.count, left, calls=calls), count, left)
+        for (window, (key, _)), amount, (count, left) in zip(entries, amounts, answers, strict=True)
+    ]
+
+
 async def _ask_ahead(
     leases: Leases, low: list[tuple[Window, tuple[str, int]]], future: asyncio.Future[None]
 ) -> None:
     """Ask for the next leases of ``low`` before they run out (no call waits for it; a failure is left to
-    the next call that finds its lease empty, which asks and answers for it)."""
-    most = mcp_settings.RATE_LIMIT_LEASE
-    windows = [entry[1] for entry in low]
-    amounts = [leases.size(key, window.count, most) for window, (key, _) in low]
+    the next call that finds its lease empty, which asks and answers for it). Its task's end resolves
+    ``future``: whoever waits on it finds the lease."""
     try:
-        answers = await _Leased.count(windows, amounts)
+        await _leased_counts(leases, low, calls=0)
     except Exception:
         logger.debug("a rate-limit lease could not be asked for ahead", exc_info=True)
-        return
-    for (window, (key, _)), amount, (count, left) in zip(low, amounts, answers, strict=True):
-        leases.granted(key, amount, count, window.count, left, calls=0)
-    # (its task's end resolves ``future``: whoever waits on it finds the lease)
 
 
 async def _ask(
@@ -284,25 +293,21 @@ async def _ask(
 ) -> None:
     """Count the windows at ``asking`` in the cache, each with the lease its last count allows; fill in
     their ``counts`` (over its limit: a count above it)."""
-    leases, most = _Leased.leases, mcp_settings.RATE_LIMIT_LEASE
+    leases = _Leased.leases
     flying = leases.in_flight([limited[at][1][0] for at in asking])
     if flying:  # another call is asking for these windows: its lease may cover this one too
         await asyncio.wait(flying, timeout=mcp_settings.STORE_TIMEOUT)  # (each is bounded by it too)
         asking = [at for at in asking if leases.take(limited[at][1][0]) is None]
         if not asking:
             return
-    windows = [limited[at][1] for at in asking]
-    keys = [key for key, _ in windows]
-    amounts = [leases.size(limited[at][1][0], limited[at][0].count, most) for at in asking]
+    keys = [limited[at][1][0] for at in asking]
     future = leases.asking(keys)
     try:
-        answers = await _Leased.count(windows, amounts)
+        answers = await _leased_counts(leases, [limited[at] for at in asking], calls=1)
     finally:
         leases.asked(keys, future)
-    for at, amount, (count, left) in zip(asking, amounts, answers, strict=True):
-        window, (key, _) = limited[at]
-        fits = leases.granted(key, amount, count, window.count, left)
-        counts[at] = (0 if fits else max(count, window.count + 1), left)
+    for at, (fits, count, left) in zip(asking, answers, strict=True):
+        counts[at] = (0 if fits else max(count, limited[at][0].count + 1), left)
 
 
 def window_key(rule: Rule, window: Window, who: str, now: float) -> tuple[str, int]:
