@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx
 import pytest
 from mcp import Client
 from mcp.client import advertise
@@ -20,6 +21,7 @@ from mcp_types import Implementation
 from tests.support.admin import query
 from tests.support.auth import sdk_client, shell
 from tests.support.live import LiveServer
+from tests.support.raw import final_response, initialize, open_session, rpc
 
 pytestmark = pytest.mark.asyncio
 
@@ -160,3 +162,58 @@ async def test_views_follow_the_resources_permission_and_scope_rules(server: Liv
     async with sdk_client(server.url, wide) as client:
         read = await client.read_resource(CARDS)
         assert "Reserving as viewer" in read.contents[0].text
+
+
+MALFORMED_DECLARATIONS = [
+    "ui",
+    {EXTENSION: []},
+    {EXTENSION: {"mimeTypes": MIME}},  # a string, not a list
+    {EXTENSION: {"mimeTypes": [1, None, {}, "x" * 1_000]}},
+]
+
+MADE_UP_VIEWS = [
+    "ui://django-mcp-demo/../../project/settings.py",
+    "ui://django-mcp-demo/catalogue/book_cards.html?x=1",
+    "ui://another-server/catalogue/book_cards.html",
+    "ui://django-mcp-demo/" + "x" * 5_000,
+    "ui://django-mcp-demo/\u0000\ud7ff\u00e9",
+    "ui://",
+]
+
+
+@pytest.mark.parametrize("extensions", MALFORMED_DECLARATIONS, ids=range(len(MALFORMED_DECLARATIONS)))
+async def test_a_malformed_declaration_is_no_declaration_and_never_a_5xx(
+    server: LiveServer, extensions: Any
+) -> None:
+    """Whatever a client puts where the extension goes, it is a client without views: no app-only tool is
+    listed to it, and nothing fails."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        session = await open_session(http, server.url, capabilities={"extensions": extensions})
+        listed = await session.post(rpc("tools/list", {}, 2))
+    assert listed.status_code == 200, listed.text
+    names = {tool["name"] for tool in final_response(listed, 2)["result"]["tools"]}
+    assert "search_books" in names
+    assert "reserve_copy" not in names
+
+
+@pytest.mark.parametrize("uri", MADE_UP_VIEWS, ids=range(len(MADE_UP_VIEWS)))
+async def test_a_made_up_view_is_not_found_and_reads_nothing_else(server: LiveServer, uri: str) -> None:
+    """A ``ui://`` URI no tool registered (a path out of the templates, another server's, an oversized or
+    odd one) is refused as an unknown resource: no template is rendered for it, no file is read."""
+    async with connect(server, "legacy") as client:
+        with pytest.raises(MCPError) as refused:
+            await client.read_resource(uri)
+    assert refused.value.error.code in (-32002, -32602), refused.value.error
+
+
+async def test_an_oversized_declaration_is_refused_at_initialize(server: LiveServer) -> None:
+    """Client metadata past ``MAX_CLIENT_METADATA_BYTES`` (a declaration of 5,000 MIME types) is refused
+    with a JSON-RPC error naming the cap, never a 5xx, and opens no session."""
+    huge = {"extensions": {EXTENSION: {"mimeTypes": ["text/html"] * 5_000}}}
+    async with httpx.AsyncClient(timeout=30) as http:
+        response = await initialize(http, server.url, capabilities=huge)
+    assert response.status_code < 500, response.text
+    answer = final_response(response)
+    assert answer["error"]["code"] == -32602, answer
+    assert "MAX_CLIENT_METADATA_BYTES" in answer["error"]["message"]
+    assert response.headers.get("mcp-session-id") is None
