@@ -21,6 +21,11 @@ class MCPServerConfig(AppConfig):
 
         autodiscover_modules("mcp")
 
+        from .protocol.dispatcher import handler_table
+        from .registry.server import mcp
+
+        handler_table(mcp)  # the default server's table of methods, checked now: a clash fails at start-up
+
         from .auth.revocation import connect_signals
 
         connect_signals()  # a revoked token or deactivated user ends its open streams at once

@@ -34,8 +34,10 @@ def mcp_endpoint(server: MCPServer = mcp) -> Any:
     Callers are identified by ``AUTHENTICATION_CLASSES`` (the session cookie is read only when the request
     carries one). Run-time changes to ``server``'s tools, resources and prompts are announced to its sessions.
     """
+    from .protocol.dispatcher import handler_table
     from .updates import watch_registry
 
+    handler_table(server)  # a raw method that takes a built-in's name fails here, at start-up
     watch_registry(server)
     return MCPConsumer.as_asgi(server=server)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import warnings
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -22,7 +22,7 @@ from .tasks import Detach
 if TYPE_CHECKING:
     from django.http import HttpRequest
 
-__all__ = ["LOG_LEVELS", "AnswerClaim", "Context", "Peer", "SessionState", "client_label"]
+__all__ = ["LOG_LEVELS", "AnswerClaim", "Context", "MethodHandler", "Peer", "SessionState", "client_label"]
 
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
@@ -300,3 +300,8 @@ class Context:
         result = await self._ask(InputRequest.roots(), key)
         roots = result.get("roots", [])
         return roots if isinstance(roots, list) else []
+
+
+MethodHandler = Callable[[Context], Awaitable[dict[str, Any] | None]]
+"""What a server's table of methods holds for each method it answers, built-in or a site's own: the request's
+context in, the result object out (``None`` only from a raw method that answers nothing)."""

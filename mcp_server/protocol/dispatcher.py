@@ -1,20 +1,22 @@
-"""Routes a request to the built-in MCP methods or to a registered raw method."""
+"""Routes a request through its server's one table of methods: the built-in MCP methods and the site's raw
+methods."""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
-from functools import lru_cache
+from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from django.core.exceptions import ImproperlyConfigured
 from mcp_types.methods import validate_client_request
 from pydantic import ValidationError
 
 from ..conf import mcp_settings
-from ..core.context import LOG_LEVELS, Context
+from ..core.context import LOG_LEVELS, Context, MethodHandler
 from ..core.stores import bounded
 from ..registry.access import REQUIRED_SCOPE_KEY, ausable, listed_entries
-from ..registry.server import server_of
+from ..registry.server import MCPServer, server_of
 from ..registry.signature import call_handler
 from ..wire.errors import INVALID_PARAMS, METHOD_NOT_FOUND, JSONRPCError, ResourceNotFound
 from ..wire.shapes import is_plain_call_params, shaped_result
@@ -28,9 +30,7 @@ from .v2026_07_28 import discover_result, finish_result
 if TYPE_CHECKING:
     from ..registry.entries import RegisteredHandler
 
-__all__ = ["dispatch"]
-
-Handler = Callable[[Context], Awaitable[dict[str, Any] | None]]
+__all__ = ["BUILTINS", "dispatch", "handler_table"]
 
 
 Listed = list[tuple["RegisteredHandler", list[str] | None]]
@@ -156,33 +156,6 @@ async def _complete(ctx: Context) -> dict[str, Any]:
     return {"completion": {"values": values[:100], "total": len(values), "hasMore": len(values) > 100}}
 
 
-BUILTINS: dict[str, Handler] = {
-    "ping": _ping,
-    "tools/list": _tools_list,
-    "tools/call": _tools_call,
-    "resources/list": _resources_list,
-    "resources/templates/list": _resource_templates_list,
-    "resources/read": _resources_read,
-    "resources/subscribe": _subscribe,
-    "resources/unsubscribe": _subscribe,
-    "prompts/list": _prompts_list,
-    "prompts/get": _prompts_get,
-    "logging/setLevel": _set_level,
-    "completion/complete": _complete,
-    "server/discover": _discover,
-    "subscriptions/listen": listen,
-    "tasks/get": tasks_get,
-    "tasks/update": tasks_update,
-    "tasks/cancel": tasks_cancel,
-}
-# One source for the built-in methods: ``wire.v2026_07_28.BUILTIN_METHODS``, which the registry refuses to a
-# site's ``@mcp.method`` at start-up (``MCPServer.method``), is exactly what this table answers, with
-# ``initialize`` (answered before dispatch, by protocol.serving). Checked at import, even under ``python -O``;
-# the request path looks a method up once, here, before a site's raw methods.
-if BUILTINS.keys() | {"initialize"} != BUILTIN_METHODS:  # pragma: no cover - a bug of this package
-    raise RuntimeError(f"BUILTINS and BUILTIN_METHODS differ: {BUILTINS.keys() ^ BUILTIN_METHODS}")
-
-
 def _validate(ctx: Context) -> None:
     if ctx.method in TASK_METHODS:  # the extension's methods: checked by their handlers (protocol.tasks)
         if not ctx.sessionless:
@@ -205,30 +178,87 @@ def _validate(ctx: Context) -> None:
         raise JSONRPCError(INVALID_PARAMS, f"Invalid params for {ctx.method}: {detail}") from exc
 
 
-@lru_cache(maxsize=256)
-def _takes_context(handler: Callable[..., Any]) -> bool:
-    """Whether a raw method handler is ``(params, ctx)`` rather than ``(params)`` (read once per handler)."""
-    return len(inspect.signature(handler).parameters) > 1
+def _builtin(run: Callable[[Context], Awaitable[dict[str, Any]]]) -> MethodHandler:
+    """A built-in method as the table holds it: its params checked against the revision's schema first, its
+    result shaped for the revision after."""
 
-
-async def dispatch(ctx: Context) -> dict[str, Any] | None:
-    """Run the method ``ctx`` names and return its result (``None`` only from a raw method)."""
-    builtin = BUILTINS.get(ctx.method)
-    if builtin is not None:
+    async def handle(ctx: Context) -> dict[str, Any]:
         _validate(ctx)
-        result = await builtin(ctx)
-        assert result is not None
+        result = await run(ctx)
         if ctx.sessionless:
             return finish_result(ctx, result)
         return shaped_result(ctx.method, ctx.session.protocol_version, result)
-    raw = server_of(ctx).methods.get(ctx.method)
-    if raw is None:
+
+    return handle
+
+
+def _raw(method: str, func: Callable[..., Any]) -> MethodHandler:
+    """A site's raw method (``@mcp.method``) as the table holds it: called as ``func(params)`` or
+    ``func(params, ctx)``, by its signature (read once, here); its result must be an object or ``None``."""
+    takes_context = len(inspect.signature(func).parameters) > 1
+
+    async def handle(ctx: Context) -> dict[str, Any] | None:
+        if takes_context:
+            value = await call_handler(func, ctx.params, ctx)
+        else:
+            value = await call_handler(func, ctx.params)
+        if value is not None and not isinstance(value, dict):
+            raise JSONRPCError(-32603, f"Method {method} returned {type(value).__name__}, not an object")
+        return finish_result(ctx, value) if value is not None and ctx.sessionless else value
+
+    return handle
+
+
+BUILTINS: Mapping[str, MethodHandler] = MappingProxyType(
+    {
+        "ping": _builtin(_ping),
+        "tools/list": _builtin(_tools_list),
+        "tools/call": _builtin(_tools_call),
+        "resources/list": _builtin(_resources_list),
+        "resources/templates/list": _builtin(_resource_templates_list),
+        "resources/read": _builtin(_resources_read),
+        "resources/subscribe": _builtin(_subscribe),
+        "resources/unsubscribe": _builtin(_subscribe),
+        "prompts/list": _builtin(_prompts_list),
+        "prompts/get": _builtin(_prompts_get),
+        "logging/setLevel": _builtin(_set_level),
+        "completion/complete": _builtin(_complete),
+        "server/discover": _builtin(_discover),
+        "subscriptions/listen": _builtin(listen),
+        "tasks/get": _builtin(tasks_get),
+        "tasks/update": _builtin(tasks_update),
+        "tasks/cancel": _builtin(tasks_cancel),
+    }
+)
+"""The methods every server answers, as they enter each server's table (:func:`handler_table`)."""
+# One source for the built-in methods: ``wire.v2026_07_28.BUILTIN_METHODS``, which the registry refuses to a
+# site's ``@mcp.method`` as it is registered (``MCPServer.method``), is exactly what this table answers, with
+# ``initialize`` (answered before dispatch, by protocol.serving). Checked at import, even under ``python -O``.
+if BUILTINS.keys() | {"initialize"} != BUILTIN_METHODS:  # pragma: no cover - a bug of this package
+    raise RuntimeError(f"BUILTINS and BUILTIN_METHODS differ: {BUILTINS.keys() ^ BUILTIN_METHODS}")
+
+
+def handler_table(server: MCPServer) -> Mapping[str, MethodHandler]:
+    """Every method ``server`` answers in one table, as the official SDK's low-level server keeps its request
+    handlers: the built-in ones first, then the site's raw methods, none of which may take a built-in's name
+    (``ImproperlyConfigured``; the registry refuses one as it is registered, and a method put straight into
+    ``server.methods`` is refused here). Built once per server and kept on it until a method is
+    registered; the app checks every server's at start-up."""
+    table = server.handler_table
+    if table is None:
+        table = dict(BUILTINS)
+        for name, func in server.methods.items():
+            if name in table or name.startswith("notifications/"):
+                raise ImproperlyConfigured(f"MCP method {name!r} is built in and cannot be overridden")
+            table[name] = _raw(name, func)
+        server.handler_table = table
+    return table
+
+
+async def dispatch(ctx: Context) -> dict[str, Any] | None:
+    """Run the method ``ctx`` names, looked up in its server's one table, and return its result (``None``
+    only from a raw method)."""
+    handler = handler_table(server_of(ctx)).get(ctx.method)
+    if handler is None:
         raise JSONRPCError(METHOD_NOT_FOUND, f"Method not found: {ctx.method}")
-    value = (
-        await call_handler(raw, ctx.params, ctx)
-        if _takes_context(raw)
-        else await call_handler(raw, ctx.params)
-    )
-    if value is not None and not isinstance(value, dict):
-        raise JSONRPCError(-32603, f"Method {ctx.method} returned {type(value).__name__}, not an object")
-    return finish_result(ctx, value) if value is not None and ctx.sessionless else value
+    return await handler(ctx)

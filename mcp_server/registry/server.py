@@ -9,7 +9,7 @@ from typing import Any, TypeVar, overload
 from django.core.exceptions import ImproperlyConfigured
 
 from ..conf import mcp_settings
-from ..core.context import Context
+from ..core.context import Context, MethodHandler
 from ..wire.v2026_07_28 import BUILTIN_METHODS
 from .apps import App, AppResource
 from .entries import Permission
@@ -53,6 +53,11 @@ class MCPServer:
         self.resources: dict[str, Resource] = {}
         self.prompts: dict[str, Prompt] = {}
         self.methods: dict[str, Callable[..., Any]] = {}
+        """A site's raw methods (``@mcp.method``), as registered."""
+        self.handler_table: dict[str, MethodHandler] | None = None
+        """Every method this server answers, the built-in ones and :attr:`methods`, in one table: built by
+        the protocol layer (``protocol.dispatcher.handler_table``) on first use, dropped when a method is
+        registered."""
         self.completions: dict[str, Callable[..., Any]] = {}
         self._listeners: list[ChangeListener] = []
         self.watched = False
@@ -251,6 +256,8 @@ class MCPServer:
         if key in table:
             raise ImproperlyConfigured(f"{self!r}: a {kind} named {key!r} is already registered")
         table[key] = entry
+        if table is self.methods:
+            self.handler_table = None
         if feature:
             self._changed(feature)
 

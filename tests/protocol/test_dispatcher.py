@@ -386,3 +386,59 @@ def test_the_dispatcher_answers_exactly_the_methods_the_registry_refuses() -> No
     assert BUILTINS.keys() | {"initialize"} == BUILTIN_METHODS
     assert {"server/discover", "subscriptions/listen", *TASK_METHODS} <= BUILTINS.keys()
     assert "tasks/list" not in BUILTIN_METHODS  # removed from the extension: a site may define it
+
+
+def test_built_in_and_raw_methods_are_one_table() -> None:
+    """The server's table holds every method it answers: each built-in as the dispatcher's own, each raw
+    method beside them; the one lookup of a request is in it."""
+    from mcp_server.protocol.dispatcher import BUILTINS, handler_table
+
+    table = handler_table(server)
+    assert table.keys() == BUILTINS.keys() | server.methods.keys()
+    assert all(table[name] is BUILTINS[name] for name in BUILTINS)
+    assert {"units/params", "units/context", "units/list"} <= table.keys()
+    assert handler_table(server) is table  # built once, kept on the server
+
+
+async def test_a_method_registered_later_enters_the_table() -> None:
+    from mcp_server.protocol.dispatcher import handler_table
+
+    late = MCPServer("late-methods")
+    before = handler_table(late)
+    assert "late/hello" not in before
+
+    @late.method("late/hello")
+    def hello(params: dict[str, Any]) -> dict[str, Any]:
+        return {"hello": params.get("name")}
+
+    assert "late/hello" in handler_table(late)
+    ctx = Context(
+        server=late,
+        session=SessionState(id=None, protocol_version=VERSION),
+        request_id=1,
+        method="late/hello",
+        params={"name": "Ada"},
+        peer=RecordingPeer(),
+    )
+    assert await dispatch(ctx) == {"hello": "Ada"}
+
+
+@pytest.mark.parametrize("name", ["tasks/get", "tools/call", "notifications/cancelled"])
+def test_a_method_put_straight_into_the_registry_under_a_built_ins_name_is_refused_at_start_up(
+    name: str,
+) -> None:
+    """Past the registry's own refusal (``server.methods[name] = ...``), the table refuses it when it is
+    built: at start-up, by the app for the default server and by ``mcp_endpoint`` for each routed one."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from mcp_server.protocol.dispatcher import handler_table
+    from mcp_server.routing import mcp_endpoint
+
+    rogue = MCPServer("rogue-methods")
+    rogue.methods[name] = lambda params: {}
+    message = f"MCP method {name!r} is built in and cannot be overridden"
+    with pytest.raises(ImproperlyConfigured) as caught:
+        handler_table(rogue)
+    assert str(caught.value) == message
+    with pytest.raises(ImproperlyConfigured, match="built in"):
+        mcp_endpoint(rogue)
