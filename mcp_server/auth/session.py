@@ -10,6 +10,7 @@ from django.contrib.auth import aget_user
 from django.http import HttpRequest
 
 from ..conf import django_setting
+from ..core.asgi_request import header_value
 from .base import AuthResult, BaseAuthentication
 
 __all__ = ["SessionAuthentication"]
@@ -27,7 +28,12 @@ class SessionAuthentication(BaseAuthentication):
     def has_credentials(self, request: HttpRequest) -> bool:
         """Only with a user in the ASGI scope (Channels' ``AuthMiddlewareStack``) or a session cookie."""
         scope = getattr(request, "scope", {}) or {}
-        return scope.get("user") is not None or django_setting("SESSION_COOKIE_NAME") in request.COOKIES
+        if scope.get("user") is not None:
+            return True
+        # No cookie header: no session cookie, and no need to build the request to say so.
+        return header_value(request, "cookie") is not None and (
+            django_setting("SESSION_COOKIE_NAME") in request.COOKIES
+        )
 
     async def authenticate(self, request: HttpRequest) -> AuthResult | None:
         scope = getattr(request, "scope", {}) or {}

@@ -14,6 +14,7 @@ from django.db.models.sql import Query
 from django.http import HttpRequest
 
 from ..conf import now as clock_now
+from ..core.asgi_request import header_value
 from .base import AuthenticationFailed, AuthResult, BaseAuthentication
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ LAST_USED_EVERY = timedelta(seconds=60)
 
 def bearer_token(request: HttpRequest) -> str | None:
     """The token of an ``Authorization: Bearer …`` header, ``None`` without one; malformed ones fail."""
-    header = str(request.META.get("HTTP_AUTHORIZATION", ""))  # not ``request.headers``: built on first use
+    header = header_value(request, "authorization") or ""  # the request itself need not be built
     scheme, _sep, value = header.strip().partition(" ")
     if scheme.lower() != "bearer":
         return None
@@ -105,7 +106,7 @@ class TokenAuthentication(BaseAuthentication):
 
     def has_credentials(self, request: HttpRequest) -> bool:
         """Only with an ``Authorization`` header (a malformed one is refused by :meth:`authenticate`)."""
-        return "HTTP_AUTHORIZATION" in request.META
+        return header_value(request, "authorization") is not None
 
     async def authenticate(self, request: HttpRequest) -> AuthResult | None:
         from .models import AccessToken, hash_token

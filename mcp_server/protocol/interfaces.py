@@ -9,6 +9,7 @@ requests as the core's :class:`~mcp_server.core.interfaces.OutboundRequests`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from ..core.interfaces import OutboundRequests, ProcessView
@@ -45,7 +46,7 @@ class PendingRequests(Protocol):
         oauth_client: tuple[str, str] = ("", ""),
         params: dict[str, Any] | None = None,
         transport: str = "http",
-        headers: dict[str, Any] | None = None,
+        headers: Mapping[str, Any] | None = None,
     ) -> PendingRequest:
         """Take an arriving request in (-32600 for an id already pending in its session)."""
         ...

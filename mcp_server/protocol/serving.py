@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from ..auth.base import oauth_client_of
 from ..conf import mcp_settings
+from ..core.asgi_request import meta_view
 from ..core.context import Context, SessionState, client_label
 from ..core.stores import StoreUnavailable, bounded
 from ..telemetry import bind_request
@@ -163,7 +164,7 @@ async def start_request(
         oauth_client=oauth_client_of(getattr(request, "auth", None)),
         params=ctx.params,
         transport=transport,
-        headers=getattr(request, "META", None),
+        headers=meta_view(request),
     )
     peer.entry = entry
     ctx.claim = RequestClaim(runtime.requests, entry, ctx)

@@ -18,7 +18,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from typing import Any, NoReturn
 
@@ -164,7 +164,7 @@ class RequestTable:
         oauth_client: tuple[str, str] = ("", ""),
         params: dict[str, Any] | None = None,
         transport: str = "http",
-        headers: dict[str, Any] | None = None,
+        headers: Mapping[str, Any] | None = None,
     ) -> PendingRequest:
         """Take an arriving request. Raises -32600 for an id pending in the same session, or one no
         request may have (see :func:`~mcp_server.wire.jsonrpc.id_problem`; the transports refuse it first).

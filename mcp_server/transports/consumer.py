@@ -33,6 +33,7 @@ from django.core.handlers.asgi import ASGIRequest
 
 from ..auth import Unauthorized, authenticate_request
 from ..conf import mcp_settings
+from ..core.asgi_request import LazyASGIRequest
 from ..core.context import SessionState
 from ..core.stores import StoreUnavailable, is_unavailable
 from ..registry.server import MCPServer
@@ -168,7 +169,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         method = self.scope.get("method", "GET").upper()
         try:
             check_origin_and_host(headers)
-            request = ASGIRequest(self.scope, io.BytesIO(body))
+            request = LazyASGIRequest(self.scope, io.BytesIO(body))
             if method in ("POST", "GET", "DELETE"):
                 await self._authenticate(request)
             if method == "POST" and is_sessionless_post(headers, body):

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..auth.oauth import insufficient_scope_challenge
 from ..conf import mcp_settings
+from ..core.asgi_request import client_address
 from ..core.context import SessionState
 from ..protocol.client_messages import handle_client_message
 from ..protocol.peer import RequestPeer
@@ -226,8 +227,7 @@ class PostExchange:
 
     def _client_address(self) -> str:
         """The caller's address as the server saw it (the ASGI scope's ``client``), or ``""``."""
-        meta = getattr(self.request, "META", None) or {}
-        return str(meta.get("REMOTE_ADDR") or "")
+        return client_address(self.request)
 
     async def _deliver(self, entry: PendingRequest, response: dict[str, Any] | None) -> None:
         if entry.reply is not None:  # encoded once, by the settlement
