@@ -108,6 +108,13 @@ def forms(result: dict[str, Any], stderr: str) -> None:
 
 def limited(result: dict[str, Any], stderr: str) -> None:
     assert result["settings"] == ["QUOTAS", "RATE_LIMITS"]
+    assert result["served"] == 30  # {"per": "address", "target": "*", "rate": "30/minute"}
+    limit = result["refused"]["data"]["limit"]
+    assert (limit["name"], limit["rate"], limit["count"]) == (
+        "address *",
+        "30/minute",
+        30,
+    )  # "<per> <target>"
 
 
 def tasks(result: dict[str, Any], stderr: str) -> None:
@@ -228,7 +235,15 @@ result["author"] = call("author_add", {"name": "Primo Levi"}, reader)
         forms,
     ),
     ("howto/rate-limits", 0): Case(
-        "from django.conf import settings\nresult['settings'] = sorted(settings.MCP_SERVER)\n", limited
+        """
+from django.conf import settings
+result["settings"] = sorted(settings.MCP_SERVER)
+add = {"name": "add", "arguments": {"a": 1, "b": 1}}
+answers = [post("tools/call", add, name="add") for _ in range(31)]  # anonymous, from one address
+result["served"] = sum(1 for answer in answers if "result" in answer)
+result["refused"] = answers[-1]["error"]
+""",
+        limited,
     ),
     ("howto/tasks", 0): Case(
         """
@@ -269,7 +284,7 @@ result["asked"] = post("tools/call", trip, name="plan_trip", capabilities=every)
         """
 from django.contrib.auth.models import User
 from django.template.loader import render_to_string
-result["server"] = mcp.name or "django-mcp"
+result["server"] = post("server/discover")["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"]
 uris = [mcp.tools[n].definition()["_meta"]["ui"]["resourceUri"] for n in ("search_books", "reserve_copy")]
 result["uris"], result["resources"] = uris, sorted(mcp.resources)
 result["page"] = render_to_string("library/book_cards.html", {"user": User(username="reader")})
