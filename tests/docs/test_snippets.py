@@ -4,8 +4,9 @@ reader: every ``python`` block of the tutorial, the how-to guides and the README
 exists; and every page (and the README; not the changelog, which is history) names only check ids,
 settings and management commands that exist.
 
-(The tutorial's and the installation guide's blocks are also run: ``tests/end_to_end/test_tutorial.py``,
-``tests/end_to_end/test_new_site*.py``.)
+(Every block of the tutorial and the how-to guides is also run: ``tests/end_to_end/test_tutorial.py``,
+``tests/end_to_end/test_new_site*.py``, ``tests/docs/test_guide_blocks.py``; ``tests/docs/test_blocks_run.py``
+fails for one that none of them runs.)
 """
 
 from __future__ import annotations
