@@ -76,6 +76,8 @@ def start(label: str, app: str, env: dict[str, str], asgi_server: str, log: Path
     else:
         command = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port)]
         command += ["--log-level", "warning", "--no-access-log"]
+        if asgi_server == "uvicorn-h11":  # uvicorn without its [standard] extras: h11 on asyncio's loop
+            command += ["--http", "h11", "--loop", "asyncio"]
     with log.open("wb") as out:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     wait_for_port(port, process)
@@ -205,7 +207,8 @@ class Bench:
     def start_sdk(self, app: str, name: str) -> Server:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         log = self.workdir / f"{name}.log"
-        return start(SDK_LABELS[app], f"bench.sdk_server:{app}_app", env, "uvicorn", log)
+        stack = "uvicorn-h11" if self.args.asgi_server == "uvicorn-h11" else "uvicorn"  # the same as ours
+        return start(SDK_LABELS[app], f"bench.sdk_server:{app}_app", env, stack, log)
 
     def servers(self, row: Row) -> tuple[Server, Server]:
         """The row's two servers: this project's for its mode, the SDK's for its app (started once)."""
@@ -269,7 +272,13 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--requests", type=int, default=3000, help="requests per run (default 3000)")
     parser.add_argument("--sessions", type=int, default=10_000, help="the memory row's (default 10000)")
-    parser.add_argument("--asgi-server", default="uvicorn", choices=["uvicorn", "daphne"])
+    parser.add_argument(
+        "--asgi-server",
+        default="uvicorn",
+        choices=["uvicorn", "uvicorn-h11", "daphne"],
+        help="uvicorn (httptools and uvloop where installed, as the deploy extra does), uvicorn-h11 (h11 on "
+        "asyncio's loop, as plain uvicorn), daphne (this project only; the SDK under uvicorn)",
+    )
     parser.add_argument("--postgres", action="store_true", help="this project on a fresh PostgreSQL database")
     parser.add_argument(
         "--redis", action="store_true", help="this project's channel layer and cache on Redis"
