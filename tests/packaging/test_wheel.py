@@ -66,6 +66,28 @@ def test_the_wheel_holds_the_package_and_nothing_else(dist: Path) -> None:
         assert needed in names
 
 
+def test_the_wheels_metadata_names_the_docs_and_the_supported_versions(dist: Path) -> None:
+    """What PyPI shows beside the package: the documentation and changelog links, and the Django and Python
+    versions the CI runs (``.ci/run``: Django 5.2 on 3.11, Django 6 on 3.12 or 3.13)."""
+    wheel = dist / f"django_mcp_ledger-{VERSION}-py3-none-any.whl"
+    metadata = zipfile.ZipFile(wheel).read(f"django_mcp_ledger-{VERSION}.dist-info/METADATA").decode()
+    urls = dict(
+        line.split(": ", 1)[1].split(", ", 1)
+        for line in metadata.splitlines()
+        if line.startswith("Project-URL: ")
+    )
+    assert urls["Documentation"].startswith("https://")
+    assert urls["Changelog"].endswith("/changelog.html")  # docs/changelog.md, which includes CHANGELOG.md
+    classifiers = {
+        line.split(": ", 1)[1] for line in metadata.splitlines() if line.startswith("Classifier: ")
+    }
+    for django in ("5.2", "6.0", "6.1"):
+        assert f"Framework :: Django :: {django}" in classifiers
+    for python in ("3.11", "3.12", "3.13"):
+        assert f"Programming Language :: Python :: {python}" in classifiers
+    assert "Typing :: Typed" in classifiers
+
+
 def test_the_sdist_holds_the_package_and_no_tests_docs_or_demo(dist: Path) -> None:
     with tarfile.open(dist / f"django_mcp_ledger-{VERSION}.tar.gz") as sdist:
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
