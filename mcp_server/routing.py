@@ -25,7 +25,7 @@ from .transports.body_limit import limit_daphne_bodies
 from .transports.consumer import MCPConsumer
 from .transports.shutdown import LifespanApp
 
-__all__ = ["mcp_application", "mcp_endpoint", "mcp_urlpatterns", "serve_static_in_debug"]
+__all__ = ["ExactPathsFirst", "mcp_application", "mcp_endpoint", "mcp_urlpatterns", "serve_static_in_debug"]
 
 
 def mcp_endpoint(server: MCPServer = mcp) -> Any:
@@ -93,6 +93,29 @@ def serve_static_in_debug(django_app: Any) -> Any:
     return ASGIStaticFilesHandler(django_app)
 
 
+class ExactPathsFirst:
+    """``router``, with the paths of ``patterns`` that have no converter (the MCP endpoints, their metadata)
+    looked up in a dict first: the scope the application gets is the one ``URLRouter`` would give it
+    (``path_remaining`` and ``url_route`` set), without the walk through every pattern per request."""
+
+    def __init__(self, patterns: list[URLPattern], router: Any) -> None:
+        self.router = router
+        self.exact: dict[str, Any] = {
+            str(p.pattern): p.callback for p in patterns if "<" not in str(p.pattern) and not p.default_args
+        }
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        path = scope.get("path")
+        if path is not None and "path_remaining" not in scope:
+            root_path = scope.get("root_path", "")
+            if path.startswith(root_path):
+                application = self.exact.get(path[len(root_path) :].lstrip("/"))
+                if application is not None:
+                    routed = {**scope, "path_remaining": "", "url_route": {"args": (), "kwargs": {}}}
+                    return await application(routed, receive, send)
+        return await self.router(scope, receive, send)
+
+
 def mcp_application(django_app: Any, servers: Mapping[str, MCPServer] | None = None) -> ProtocolTypeRouter:
     """A ``ProtocolTypeRouter`` that serves the MCP endpoints and hands every other request to Django.
 
@@ -100,9 +123,10 @@ def mcp_application(django_app: Any, servers: Mapping[str, MCPServer] | None = N
     WebSockets: the admin's live page of pending requests (staff only, same-origin only).
     """
     django_app = serve_static_in_debug(django_app)
+    patterns = mcp_urlpatterns(servers)
     return ProtocolTypeRouter(
         {
-            "http": URLRouter([*mcp_urlpatterns(servers), re_path(r"", django_app)]),
+            "http": ExactPathsFirst(patterns, URLRouter([*patterns, re_path(r"", django_app)])),
             "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(live_urlpatterns()))),
             "lifespan": LifespanApp(),
         },
