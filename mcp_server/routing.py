@@ -99,7 +99,7 @@ class ExactPathsFirst:
     (``path_remaining`` and ``url_route`` set), without the walk through every pattern per request."""
 
     def __init__(self, patterns: list[URLPattern], router: Any) -> None:
-        self.router = router
+        self.inner = router  # (named as Channels names what a middleware wraps: the checks follow it)
         self.exact: dict[str, Any] = {
             str(p.pattern): p.callback for p in patterns if "<" not in str(p.pattern) and not p.default_args
         }
@@ -113,7 +113,7 @@ class ExactPathsFirst:
                 if application is not None:
                     routed = {**scope, "path_remaining": "", "url_route": {"args": (), "kwargs": {}}}
                     return await application(routed, receive, send)
-        return await self.router(scope, receive, send)
+        return await self.inner(scope, receive, send)
 
 
 def mcp_application(django_app: Any, servers: Mapping[str, MCPServer] | None = None) -> ProtocolTypeRouter:
