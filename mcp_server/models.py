@@ -155,7 +155,6 @@ class LedgerEntry(models.Model):
         max_length=64,
         blank=True,
         default="",
-        db_index=True,
         help_text=_(
             "2026-07-28: the input_required round this request retries (that round's outcome['round'])."
         ),

@@ -67,6 +67,7 @@ TARGETS: dict[str, list[str]] = {
         "tests/end_to_end/transports/test_stdio.py",
         *NOT_THOUSAND,
     ],
+    "mcp_server/core/asgi_request.py": ["tests/core/test_asgi_request.py", "tests/auth/test_units.py"],
     "mcp_server/protocol/dispatcher.py": [
         "tests/protocol/test_dispatcher.py",
         "tests/end_to_end/test_features.py",
