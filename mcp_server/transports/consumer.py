@@ -76,7 +76,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         self.response_started = False
         self.task: asyncio.Task[Any] | None = None
         """The task serving this exchange (what a shutdown waits for)."""
-        self.stream_closed = asyncio.Event()
+        self._stream_closed: asyncio.Event | None = None
         self.user: Any = None
         self.auth: Any = None
         self.sink: GetStream | None = None
@@ -106,6 +106,15 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             await asyncio.shield(serving)
         finally:
             watching.cancel()
+
+    @property
+    def stream_closed(self) -> asyncio.Event:
+        """Set once the client has gone: what a GET stream waits on (made when one asks, not per POST)."""
+        if self._stream_closed is None:
+            self._stream_closed = asyncio.Event()
+            if self.disconnected:
+                self._stream_closed.set()
+        return self._stream_closed
 
     async def send(self, message: dict[str, Any]) -> None:
         """Send to the client unless it has gone; a vanished client is not an error here."""
@@ -150,7 +159,8 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         while (await receive())["type"] != "http.disconnect":
             pass
         self.disconnected = True
-        self.stream_closed.set()
+        if self._stream_closed is not None:
+            self._stream_closed.set()
         if self.exchange is not None and self.exchange.sessionless:
             await self.exchange.cancel_open()
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Callable, Collection
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
 from django.db import IntegrityError, connections, router, transaction
+from django.db.models import JSONField
 from django.utils import timezone
 
 from ...core.records import DuplicateRequest, LedgerRecord
@@ -117,14 +118,14 @@ class _InsertPlan:
         self.row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
         self.returning = quote("id")
         self.rows_per_statement = max(1, connection.ops.bulk_batch_size(fields, [None] * 10_000))
-        adapt_datetime = connection.ops.adapt_datetimefield_value
+        adapt_datetime = datetime_adapter(connection)
         self.converters: list[Callable[[Any], Any] | None] = []
         for field in fields:
             kind = field.get_internal_type()
             if kind == "DateTimeField":
                 self.converters.append(adapt_datetime)
             elif kind == "JSONField":
-                self.converters.append(partial(_prep_save, field, connection))
+                self.converters.append(json_adapter(field, connection))
             else:  # text and integer columns (keys included) are stored as the record holds them
                 self.converters.append(None)
         self._sql: dict[int, str] = {}
@@ -149,6 +150,40 @@ class _InsertPlan:
 
 def _prep_save(field: Any, connection: Any, value: Any) -> Any:
     return field.get_db_prep_save(value, connection)
+
+
+def datetime_adapter(connection: Any) -> Callable[[Any], Any]:
+    """What a datetime becomes as a parameter on ``connection``: the backend's own adapter, but on SQLite
+    with the connection in UTC (``USE_TZ``, no database ``TIME_ZONE``: Django's default) an aware UTC value
+    (what the ledger's clock gives) goes straight to the text the adapter would make of it
+    (``make_naive`` to UTC, then ``str``); any other value goes through the adapter."""
+    adapt: Callable[[Any], Any] = connection.ops.adapt_datetimefield_value
+    if connection.vendor != "sqlite" or connection.timezone is not UTC:
+        return adapt
+
+    def sqlite_utc(value: Any) -> Any:
+        if isinstance(value, datetime) and value.tzinfo is UTC:
+            return str(value.replace(tzinfo=None))
+        return adapt(value)
+
+    return sqlite_utc
+
+
+_JSON_PREP = ("get_db_prep_save", "get_db_prep_value", "get_prep_value")
+
+
+def json_adapter(field: Any, connection: Any) -> Callable[[Any], Any]:
+    """What a JSON value becomes as a parameter on ``connection``: the backend's ``adapt_json_value`` with
+    the field's encoder, as ``JSONField.get_db_prep_save`` ends up calling it for a plain value (a field
+    that prepares values its own way, a subclass, goes through ``get_db_prep_save``)."""
+    kind = type(field)
+    if any(getattr(kind, name) is not getattr(JSONField, name) for name in _JSON_PREP):
+        return partial(_prep_save, field, connection)
+    return partial(_adapt_json, connection.ops.adapt_json_value, field.encoder)
+
+
+def _adapt_json(adapt: Callable[[Any, Any], Any], encoder: Any, value: Any) -> Any:
+    return adapt(value, encoder)
 
 
 def _insert_plan(model: Any, connection: Any) -> _InsertPlan:
