@@ -4,7 +4,9 @@ Every MCP POST carries a Django ``HttpRequest`` (``ctx.request``: what a handler
 authentication class is given), but most tool calls never read it, and building Django's ``ASGIRequest``
 (``META`` from every header, the script prefix, the content type) was a tenth of the request path's time.
 :class:`LazyASGIRequest` is that ``ASGIRequest``, with its fields filled in on first use: whatever reads
-it sees exactly what Django would have built. :func:`header_value` reads one header without building it.
+it sees exactly what Django would have built. :func:`header_value` reads one header without building it,
+from the headers the transport has already decoded (``transports.rules.headers_of``: lower-case names,
+repeated ones joined with ``,``, as ``META`` joins them).
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ __all__ = ["LazyASGIRequest", "MetaView", "client_address", "header_value", "met
 class LazyASGIRequest(ASGIRequest):
     """Django's ``ASGIRequest`` for ``scope`` and ``body_file``, built the first time one of the fields Django
     sets in ``__init__`` (``META``, ``path``, ``method``, ``content_type``…) is read. Attributes set on it
-    before then (``user``, ``auth``, ``session``) are kept."""
+    before then (``user``, ``auth``, ``session``) are kept. ``headers``: the scope's headers as the transport
+    decoded them, read by :func:`header_value` until then."""
 
-    def __init__(self, scope: dict[str, Any], body_file: Any) -> None:
+    def __init__(self, scope: dict[str, Any], body_file: Any, headers: Mapping[str, str]) -> None:
         self.scope = scope
         self._unbuilt_body: Any = body_file
+        self._headers = headers
 
     def _build(self) -> None:
         body = self.__dict__.pop("_unbuilt_body", None)
@@ -52,12 +56,9 @@ class LazyASGIRequest(ASGIRequest):
         HttpRequest.encoding.fset(self, value)  # type: ignore[attr-defined]
 
 
-def _unbuilt_scope(request: HttpRequest) -> dict[str, Any] | None:
-    """The ASGI scope of a :class:`LazyASGIRequest` not built yet (``None`` for any other request)."""
-    if "_unbuilt_body" in request.__dict__:
-        scope: dict[str, Any] = request.__dict__["scope"]
-        return scope
-    return None
+def _unbuilt(request: HttpRequest) -> LazyASGIRequest | None:
+    """``request`` when it is a :class:`LazyASGIRequest` not built yet (``None`` for any other request)."""
+    return request if "_unbuilt_body" in request.__dict__ else None  # type: ignore[return-value]
 
 
 def header_value(request: HttpRequest, name: str) -> str | None:
@@ -65,24 +66,22 @@ def header_value(request: HttpRequest, name: str) -> str | None:
     ``,``), or ``None``; read from the ASGI scope while a :class:`LazyASGIRequest` is not built."""
     if "_" in name:  # never one: Django drops such headers (against spoofing ``-`` with ``_``)
         return None
-    scope = _unbuilt_scope(request)
-    if scope is None:
-        key = name.upper().replace("-", "_")
-        found = request.META.get(key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else f"HTTP_{key}")
-        return None if found is None else str(found)
-    wanted = name.encode("latin1")
-    values = [value.decode("latin1") for key, value in scope.get("headers", ()) if key == wanted]
-    return ",".join(values) if values else None
+    lazy = _unbuilt(request)
+    if lazy is not None:
+        return lazy._headers.get(name)
+    key = name.upper().replace("-", "_")
+    found = request.META.get(key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else f"HTTP_{key}")
+    return None if found is None else str(found)
 
 
 def client_address(request: HttpRequest | None) -> str:
     """The caller's address as the server saw it (``REMOTE_ADDR``: the ASGI scope's ``client``), or ``""``."""
     if request is None:
         return ""
-    scope = _unbuilt_scope(request)
-    if scope is None:
+    lazy = _unbuilt(request)
+    if lazy is None:
         return str(request.META.get("REMOTE_ADDR") or "")
-    client = scope.get("client")
+    client = lazy.scope.get("client")
     return str(client[0]) if client else ""
 
 
@@ -94,7 +93,7 @@ class MetaView(Mapping[str, Any]):
         self._request = request
 
     def __getitem__(self, key: str) -> Any:
-        if key.startswith("HTTP_") and _unbuilt_scope(self._request) is not None:
+        if key.startswith("HTTP_") and _unbuilt(self._request) is not None:
             value = header_value(self._request, key[5:].lower().replace("_", "-"))
             if value is None:
                 raise KeyError(key)

@@ -8,7 +8,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from django.core.exceptions import ImproperlyConfigured
 from mcp_types.methods import validate_client_request
 from pydantic import ValidationError
 
@@ -16,7 +15,7 @@ from ..conf import mcp_settings
 from ..core.context import LOG_LEVELS, Context, MethodHandler
 from ..core.stores import bounded
 from ..registry.access import REQUIRED_SCOPE_KEY, ausable, listed_entries
-from ..registry.server import MCPServer, server_of
+from ..registry.server import MCPServer, check_method_name, server_of
 from ..registry.signature import call_handler
 from ..wire.errors import INVALID_PARAMS, METHOD_NOT_FOUND, JSONRPCError, ResourceNotFound
 from ..wire.shapes import is_plain_call_params, shaped_result
@@ -248,8 +247,7 @@ def handler_table(server: MCPServer) -> Mapping[str, MethodHandler]:
     if table is None:
         table = dict(BUILTINS)
         for name, func in server.methods.items():
-            if name in table or name.startswith("notifications/"):
-                raise ImproperlyConfigured(f"MCP method {name!r} is built in and cannot be overridden")
+            check_method_name(name)
             table[name] = _raw(name, func)
         server.handler_table = table
     return table

@@ -17,10 +17,18 @@ from .prompts import Prompt
 from .resources import Resource
 from .tools import Tool
 
-__all__ = ["MCPServer", "mcp", "server_of"]
+__all__ = ["MCPServer", "check_method_name", "mcp", "server_of"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 ChangeListener = Callable[[str], None]
+
+
+def check_method_name(name: str) -> None:
+    """``ImproperlyConfigured`` for a raw method named as a built-in one (``BUILTIN_METHODS``) or as a
+    notification: the one rule, applied as ``@mcp.method`` registers and as the dispatcher builds a server's
+    table of methods."""
+    if name in BUILTIN_METHODS or name.startswith("notifications/"):
+        raise ImproperlyConfigured(f"MCP method {name!r} is built in and cannot be overridden")
 
 
 class MCPServer:
@@ -190,8 +198,7 @@ class MCPServer:
 
     def method(self, name: str) -> Callable[[F], F]:
         """Register a raw JSON-RPC method: ``handler(params: dict, ctx)`` returns the result dict."""
-        if name in BUILTIN_METHODS or name.startswith("notifications/"):
-            raise ImproperlyConfigured(f"MCP method {name!r} is built in and cannot be overridden")
+        check_method_name(name)
 
         def register(func: F) -> F:
             self._add(self.methods, name, func, "method", None)

@@ -179,7 +179,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         method = self.scope.get("method", "GET").upper()
         try:
             check_origin_and_host(headers)
-            request = LazyASGIRequest(self.scope, io.BytesIO(body))
+            request = LazyASGIRequest(self.scope, io.BytesIO(body), headers)
             if method in ("POST", "GET", "DELETE"):
                 await self._authenticate(request)
             if method == "POST" and is_sessionless_post(headers, body):

@@ -21,6 +21,7 @@ from mcp_server.registry.server import MCPServer
 from mcp_server.runtime import Runtime
 from mcp_server.stores.ledger.cache import CacheLedger
 from mcp_server.transports.consumer import MCPConsumer
+from mcp_server.transports.rules import headers_of
 from mcp_server.wire.asgi import Message
 
 HEADERS = [
@@ -51,7 +52,7 @@ def built(scope: dict[str, Any]) -> ASGIRequest:
 
 
 def lazy(scope: dict[str, Any]) -> LazyASGIRequest:
-    return LazyASGIRequest(scope, io.BytesIO(b"{}"))
+    return LazyASGIRequest(scope, io.BytesIO(b"{}"), headers_of(scope["headers"]))
 
 
 def is_built(request: Any) -> bool:
