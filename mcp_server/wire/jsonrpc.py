@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import enum
 import json
+import re
+import uuid
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+import orjson
 from mcp_types.jsonrpc import (
     JSONRPCError as WireError,
 )
@@ -70,10 +74,43 @@ def _refuse_constant(name: str) -> Any:
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
 
 
+_ORJSON_OPTIONS = (
+    orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+"""What orjson must not encode its own way: datetimes, dataclasses and subclasses of the JSON types are
+left to the standard library (which refuses the first two, and encodes the last as their base type)."""
+
+
+def _orjson_natives(value: Any) -> Any:
+    """What the standard library writes for the two types orjson always encodes: a UUID as its text, an
+    enum member as its value (so both encoders agree on them); any other type is refused."""
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def dumps(message: Any) -> bytes:
     """Compact UTF-8 JSON, as sent on every transport; raises one of :data:`UNENCODABLE` for a value JSON
-    cannot carry (a lone UTF-16 surrogate, NaN or an infinity, a non-JSON type, nesting past the stack)."""
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    cannot carry (a lone UTF-16 surrogate, NaN or an infinity, a non-JSON type, nesting past the stack). A
+    UUID is written as its text and an enum member as its value.
+
+    orjson encodes it when it can; whatever orjson refuses (a type, an integer past 64 bits, a non-string
+    key, a surrogate, nesting past 254), and any value holding ``null`` (orjson writes NaN and the
+    infinities as ``null``, where they must be refused), is encoded by the standard library, which decides:
+    the bytes are what ``json.dumps`` makes of the value, or its error is raised."""
+    try:
+        data = orjson.dumps(message, option=_ORJSON_OPTIONS)
+    except TypeError:  # orjson.JSONEncodeError
+        return _std_dumps(message)
+    return _std_dumps(message) if b"null" in data else data
+
+
+def _std_dumps(message: Any) -> bytes:
+    return json.dumps(
+        message, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_orjson_natives
+    ).encode()
 
 
 MAX_DEPTH = 256
@@ -85,15 +122,32 @@ encoded again)."""
 def decode_body(body: bytes) -> Any:
     """Parse a request body (UTF-8, or UTF-16/32 with its byte order mark); raise -32700 when it is not
     JSON: invalid UTF-8, ``NaN`` or ``Infinity``, or nesting deeper than :data:`MAX_DEPTH`."""
+    if _LONG_NUMBER.search(body) is None:  # (orjson would make a float of an integer past 64 bits)
+        try:
+            value = orjson.loads(body)
+        except orjson.JSONDecodeError:  # not UTF-8 JSON that orjson takes: the standard library decides
+            value = _std_decode(body)
+    else:
+        value = _std_decode(body)
+    if body.count(b"[") + body.count(b"{") > MAX_DEPTH and _deeper_than(value, MAX_DEPTH):
+        raise JSONRPCError(PARSE_ERROR, "Parse error: JSON nested too deeply")
+    return value
+
+
+_LONG_NUMBER = re.compile(rb"[0-9]{19}")
+"""Nineteen digits in a row: a number orjson may read otherwise than the standard library (an integer out
+of 64 bits becomes a float there), so the body is parsed by the standard library (a long string of digits
+costs only that)."""
+
+
+def _std_decode(body: bytes) -> Any:
+    """The standard library's reading of ``body``: its value, or -32700 with its reason."""
     try:
-        value = _DECODER.decode(body.decode(json.detect_encoding(body)))
+        return _DECODER.decode(body.decode(json.detect_encoding(body)))
     except RecursionError:
         raise JSONRPCError(PARSE_ERROR, "Parse error: JSON nested too deeply") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise JSONRPCError(PARSE_ERROR, f"Parse error: {exc}") from exc
-    if body.count(b"[") + body.count(b"{") > MAX_DEPTH and _deeper_than(value, MAX_DEPTH):
-        raise JSONRPCError(PARSE_ERROR, "Parse error: JSON nested too deeply")
-    return value
 
 
 def _deeper_than(value: Any, limit: int) -> bool:
