@@ -83,6 +83,8 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         """While this consumer serves a GET stream (it refers back to the consumer: dropped at the end, so
         that no cycle keeps a consumer and its body until a full garbage collection)."""
         self.exchange: PostExchange | None = None
+        self._receive: Receive | None = None
+        self._watching: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Any) -> None:
         self.scope = scope
@@ -99,13 +101,21 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         # Served in a task of its own: a server that kills its applications (Daphne, at its stop or once
         # a client has been gone a while) must not cut short a response that the runtime's shutdown or a
         # resumable stream's hand-over is still finishing. One more task waits for the client's going
-        # (which ends a GET stream and cancels a 2026-07-28 request).
+        # (which ends a GET stream and cancels a 2026-07-28 request), from the moment the exchange waits
+        # (:meth:`watch_disconnect`): a request answered at once has nothing to be cancelled.
+        self._receive = receive
         self.task = serving = asyncio.ensure_future(self._serve(body))
-        watching = asyncio.ensure_future(self._watch_disconnect(receive))
         try:
             await asyncio.shield(serving)
         finally:
-            watching.cancel()
+            if self._watching is not None:
+                self._watching.cancel()
+
+    def watch_disconnect(self) -> None:
+        """Start waiting for the client's going, once: when a POST's exchange first waits for an answer
+        and when a GET stream opens (until then nothing reads the connection's messages)."""
+        if self._watching is None and self._receive is not None:
+            self._watching = asyncio.ensure_future(self._watch_disconnect(self._receive))
 
     @property
     def stream_closed(self) -> asyncio.Event:
@@ -265,6 +275,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             user=user,
             stateless=mcp_settings.STATELESS,
             is_open=lambda: not self.disconnected,
+            waiting=self.watch_disconnect,
         )
         await exchange.run(messages)
 
@@ -290,6 +301,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             request=request,
             user=user,
             stateless=True,
+            waiting=self.watch_disconnect,
         )
         if not listen:
             await exchange.run([message])
@@ -312,6 +324,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             raise HTTPProblem(406, "Not Acceptable: the client must accept text/event-stream")
         session = await self._session(headers)
         assert session.id is not None
+        self.watch_disconnect()
         last_event_id = headers.get("last-event-id")
         if last_event_id and not last_event_id.strip(" \t").startswith("g"):  # a POST stream's missed events
             await serve_resumed(self.runtime, session.id, last_event_id, self.send, self.stream_closed)

@@ -111,6 +111,7 @@ class PostExchange:
         headers: list[Header] | None = None,
         stateless: bool = False,
         is_open: Callable[[], bool] | None = None,
+        waiting: Callable[[], None] | None = None,
     ) -> None:
         self.runtime = runtime
         self.server = server
@@ -124,6 +125,9 @@ class PostExchange:
         self.stateless = stateless
         self.is_open = is_open or (lambda: True)
         """Whether the client is still there to read the response."""
+        self.waiting = waiting
+        """Called once, when this exchange first waits for a message that is not there yet (the consumer
+        then starts watching for the client's going)."""
         self.status = 200
         self.challenged = False
         """The one request of this POST was refused for the token's scopes: answered 403 with the
@@ -273,7 +277,15 @@ class PostExchange:
         # A 2026-07-28 request and a scope challenge answer with a status, so they open no stream up front.
         if self.mode == "sse" and not self.sessionless and not self.challenged:
             await self._start_stream()
+        probed = False
         while open_count > 0 or not self.queue.empty():
+            if self.waiting is not None and self.queue.empty():
+                if not probed:  # the requests' tasks take their first step: a quick answer is in then
+                    probed = True
+                    await asyncio.sleep(0)
+                if self.queue.empty():  # this exchange waits: from now on, the client's going is watched
+                    self.waiting()
+                    self.waiting = None
             got = await self._next()
             if got is None:  # a quiet stream: a comment keeps proxies and clients from timing it out
                 await self.send(body_chunk(sse.KEEPALIVE))
