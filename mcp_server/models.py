@@ -172,8 +172,14 @@ class LedgerEntry(models.Model):
             )
         ]
         indexes = [
-            models.Index(fields=["state", "created"], name="mcp_ledger_state_created"),
-            models.Index(fields=["worker", "state"], name="mcp_ledger_worker_state"),
+            # Pending rows only: what the live page, the upkeep and the metrics look up. Most rows are
+            # written already settled (behind the request path) and never enter these two.
+            models.Index(fields=["created"], condition=models.Q(state="pending"), name="mcp_ledger_pending"),
+            models.Index(
+                fields=["worker", "created"],
+                condition=models.Q(state="pending"),
+                name="mcp_ledger_pending_worker",
+            ),
             # A session's pending requests (the admin's count, pruning), and its rows when it is pruned.
             models.Index(fields=["session", "state"], name="mcp_ledger_session_state"),
         ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import operator
 from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from functools import partial
@@ -100,6 +101,9 @@ COLUMNS = (
 )
 """The columns a batch writes, in ``LedgerRecord``'s names (they are the model's attribute names too)."""
 
+_COLUMN_VALUES = operator.attrgetter(*COLUMNS)
+"""A record's values of :data:`COLUMNS`, as a tuple."""
+
 RENEW_CHUNK = 500
 """Leases renewed per ``UPDATE`` (their pks are its parameters)."""
 
@@ -129,13 +133,19 @@ class _InsertPlan:
             else:  # text and integer columns (keys included) are stored as the record holds them
                 self.converters.append(None)
         self._sql: dict[int, str] = {}
+        self._converted = [(index, convert) for index, convert in enumerate(self.converters) if convert]
+        self._name = COLUMNS.index("name")
 
-    def values(self, row: dict[str, Any]) -> list[Any]:
-        """One row's parameters, in column order."""
-        return [
-            value if convert is None or value is None else convert(value)
-            for convert, value in zip(self.converters, map(row.__getitem__, COLUMNS), strict=True)
-        ]
+    def values(self, record: LedgerRecord) -> list[Any]:
+        """One record's parameters, in column order (the columns read at once, only the datetimes and the
+        JSON converted; the name cut to its column, as :func:`_row_values` cuts it)."""
+        row = list(_COLUMN_VALUES(record))
+        for index, convert in self._converted:
+            value = row[index]
+            if value is not None:
+                row[index] = convert(value)
+        row[self._name] = row[self._name][:300]
+        return row
 
     def sql(self, rows: int) -> str:
         """The statement for ``rows`` rows (cached per size)."""
@@ -162,8 +172,8 @@ def datetime_adapter(connection: Any) -> Callable[[Any], Any]:
         return adapt
 
     def sqlite_utc(value: Any) -> Any:
-        if isinstance(value, datetime) and value.tzinfo is UTC:
-            return str(value.replace(tzinfo=None))
+        if type(value) is datetime and value.tzinfo is UTC:  # "+00:00" off its ISO text: str() of naive
+            return value.isoformat(" ")[:-6]
         return adapt(value)
 
     return sqlite_utc
@@ -303,7 +313,7 @@ class DatabaseLedger(Ledger):
                 chunk = records[start : start + plan.rows_per_statement]
                 params: list[Any] = []
                 for record in chunk:
-                    params += plan.values(_row_values(record))
+                    params += plan.values(record)
                 cursor.execute(plan.sql(len(chunk)), params)
                 for record, (pk,) in zip(chunk, cursor.fetchall(), strict=True):
                     record.pk = pk
