@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import weakref
 from contextvars import ContextVar
 from typing import Any, Protocol
 
@@ -44,13 +45,22 @@ class Bound(Protocol):
     def span(self) -> Any: ...
 
 
-_current: ContextVar[Bound | None] = ContextVar("mcp_server_request", default=None)
+_current: ContextVar[weakref.ReferenceType[Bound] | None] = ContextVar("mcp_server_request", default=None)
+"""A weak reference: the request holds its task, whose context holds this value, and a strong one would
+make a reference cycle of every request (freed only by the cyclic garbage collector, a tenth of a call's
+CPU). The request's own task holds the request while it runs, so the reference lives as long as it can
+be read."""
 
 
 def bind_request(entry: Bound) -> None:
     """Bind ``entry`` to the calling task's context (the request's own task: never undone, the context ends
     with the task)."""
-    _current.set(entry)
+    _current.set(weakref.ref(entry))
+
+
+def _bound() -> Bound | None:
+    ref = _current.get()
+    return ref() if ref is not None else None
 
 
 def escaped(value: str) -> str:
@@ -62,7 +72,7 @@ def escaped(value: str) -> str:
 
 def log_fields(entry: Bound | None = None) -> dict[str, Any]:
     """The fields of ``entry`` (default: the request bound to the calling context), all ``None`` if none."""
-    entry = entry if entry is not None else _current.get()
+    entry = entry if entry is not None else _bound()
     if entry is None:
         return dict.fromkeys(FIELDS)
     record = entry.record
