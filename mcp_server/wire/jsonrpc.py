@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import enum
 import json
-import re
 import uuid
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -122,7 +121,7 @@ encoded again)."""
 def decode_body(body: bytes) -> Any:
     """Parse a request body (UTF-8, or UTF-16/32 with its byte order mark); raise -32700 when it is not
     JSON: invalid UTF-8, ``NaN`` or ``Infinity``, or nesting deeper than :data:`MAX_DEPTH`."""
-    if _LONG_NUMBER.search(body) is None:  # (orjson would make a float of an integer past 64 bits)
+    if _NINETEEN_DIGITS not in body.translate(_DIGITS_AS_ZERO):  # (orjson: an integer past 64 bits a float)
         try:
             value = orjson.loads(body)
         except orjson.JSONDecodeError:  # not UTF-8 JSON that orjson takes: the standard library decides
@@ -134,10 +133,12 @@ def decode_body(body: bytes) -> Any:
     return value
 
 
-_LONG_NUMBER = re.compile(rb"[0-9]{19}")
-"""Nineteen digits in a row: a number orjson may read otherwise than the standard library (an integer out
-of 64 bits becomes a float there), so the body is parsed by the standard library (a long string of digits
-costs only that)."""
+_DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
+_NINETEEN_DIGITS = b"0" * 19
+"""Nineteen digits in a row (found as nineteen zeros once every digit is one: a tenth of a regular
+expression's time): a number orjson may read otherwise than the standard library (an integer out of 64
+bits becomes a float there), so the body is parsed by the standard library (a long string of digits costs
+only that)."""
 
 
 def _std_decode(body: bytes) -> Any:
