@@ -84,6 +84,10 @@ TARGETS: dict[str, list[str]] = {
         "tests/ledger/test_backends.py",
         "tests/ledger/test_insert_adapters.py",
     ],
+    "mcp_server/stores/ledger/insert_plan.py": [
+        "tests/ledger/test_insert_adapters.py",
+        "tests/ledger/test_backends.py",
+    ],
     "mcp_server/stores/ledger/cache.py": ["tests/ledger/test_writer.py", "tests/ledger/test_backends.py"],
     "mcp_server/runtime.py": ["tests/runtime/test_runtime.py", "tests/transports/test_exchange.py"],
     "mcp_server/transports/stdio.py": ["tests/end_to_end/transports/test_stdio.py"],

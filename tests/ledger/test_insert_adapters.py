@@ -14,7 +14,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, models
 
 from mcp_server.models import LedgerEntry
-from mcp_server.stores.ledger.database import datetime_adapter, json_adapter
+from mcp_server.stores.ledger.insert_plan import datetime_adapter, json_adapter
 
 MOMENTS = [
     datetime(2026, 12, 4, 21, 5, 7, 123456, tzinfo=UTC),

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import operator
-from collections.abc import Callable, Collection
-from datetime import UTC, datetime
+from collections.abc import Collection
+from datetime import datetime
 from functools import partial
 from typing import Any
 
 from django.db import IntegrityError, connections, router, transaction
-from django.db.models import JSONField
 from django.utils import timezone
 
 from ...core.records import DuplicateRequest, LedgerRecord
 from ...core.states import State
 from ...core.writes import begin_write
 from .base import ClaimedBatch, Ledger
+from .insert_plan import insert_plan
 
 __all__ = ["DatabaseLedger"]
 
@@ -76,133 +75,8 @@ def _record(row: Any) -> LedgerRecord:
     )
 
 
-COLUMNS = (
-    "session_id",
-    "request_key",
-    "method",
-    "name",
-    "user_id",
-    "worker",
-    "channel",
-    "created",
-    "deadline",
-    "lease_expires",
-    "state",
-    "settled_at",
-    "outcome",
-    "protocol_version",
-    "round_of",
-    "client",
-    "long_id",
-    "oauth_client_id",
-    "oauth_client_name",
-    "trace_id",
-    "span_id",
-)
-"""The columns a batch writes, in ``LedgerRecord``'s names (they are the model's attribute names too)."""
-
-_COLUMN_VALUES = operator.attrgetter(*COLUMNS)
-"""A record's values of :data:`COLUMNS`, as a tuple."""
-
 RENEW_CHUNK = 500
 """Leases renewed per ``UPDATE`` (their pks are its parameters)."""
-
-
-class _InsertPlan:
-    """How a batch of records becomes one ``INSERT ... RETURNING`` per chunk on one connection: the column
-    list, and per column the one conversion its values need there (datetimes and JSON through the
-    backend's own adapters; text and integers as they are). Built once per connection, not per row."""
-
-    def __init__(self, model: Any, connection: Any) -> None:
-        meta = model._meta
-        fields = [meta.get_field(column) for column in COLUMNS]
-        quote = connection.ops.quote_name
-        self.table = quote(meta.db_table)
-        self.columns = ", ".join(quote(field.column) for field in fields)
-        self.row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
-        self.returning = quote("id")
-        self.rows_per_statement = max(1, connection.ops.bulk_batch_size(fields, [None] * 10_000))
-        adapt_datetime = datetime_adapter(connection)
-        self.converters: list[Callable[[Any], Any] | None] = []
-        for field in fields:
-            kind = field.get_internal_type()
-            if kind == "DateTimeField":
-                self.converters.append(adapt_datetime)
-            elif kind == "JSONField":
-                self.converters.append(json_adapter(field, connection))
-            else:  # text and integer columns (keys included) are stored as the record holds them
-                self.converters.append(None)
-        self._sql: dict[int, str] = {}
-        self._converted = [(index, convert) for index, convert in enumerate(self.converters) if convert]
-        self._name = COLUMNS.index("name")
-
-    def values(self, record: LedgerRecord) -> list[Any]:
-        """One record's parameters, in column order (the columns read at once, only the datetimes and the
-        JSON converted; the name cut to its column, as :func:`_row_values` cuts it)."""
-        row = list(_COLUMN_VALUES(record))
-        for index, convert in self._converted:
-            value = row[index]
-            if value is not None:
-                row[index] = convert(value)
-        row[self._name] = row[self._name][:300]
-        return row
-
-    def sql(self, rows: int) -> str:
-        """The statement for ``rows`` rows (cached per size)."""
-        statement = self._sql.get(rows)
-        if statement is None:
-            statement = self._sql[rows] = (
-                f"INSERT INTO {self.table} ({self.columns}) VALUES {', '.join([self.row_sql] * rows)} "
-                f"RETURNING {self.returning}"
-            )
-        return statement
-
-
-def _prep_save(field: Any, connection: Any, value: Any) -> Any:
-    return field.get_db_prep_save(value, connection)
-
-
-def datetime_adapter(connection: Any) -> Callable[[Any], Any]:
-    """What a datetime becomes as a parameter on ``connection``: the backend's own adapter, but on SQLite
-    with the connection in UTC (``USE_TZ``, no database ``TIME_ZONE``: Django's default) an aware UTC value
-    (what the ledger's clock gives) goes straight to the text the adapter would make of it
-    (``make_naive`` to UTC, then ``str``); any other value goes through the adapter."""
-    adapt: Callable[[Any], Any] = connection.ops.adapt_datetimefield_value
-    if connection.vendor != "sqlite" or connection.timezone is not UTC:
-        return adapt
-
-    def sqlite_utc(value: Any) -> Any:
-        if type(value) is datetime and value.tzinfo is UTC:  # "+00:00" off its ISO text: str() of naive
-            return value.isoformat(" ")[:-6]
-        return adapt(value)
-
-    return sqlite_utc
-
-
-_JSON_PREP = ("get_db_prep_save", "get_db_prep_value", "get_prep_value")
-
-
-def json_adapter(field: Any, connection: Any) -> Callable[[Any], Any]:
-    """What a JSON value becomes as a parameter on ``connection``: the backend's ``adapt_json_value`` with
-    the field's encoder, as ``JSONField.get_db_prep_save`` ends up calling it for a plain value (a field
-    that prepares values its own way, a subclass, goes through ``get_db_prep_save``)."""
-    kind = type(field)
-    if any(getattr(kind, name) is not getattr(JSONField, name) for name in _JSON_PREP):
-        return partial(_prep_save, field, connection)
-    return partial(_adapt_json, connection.ops.adapt_json_value, field.encoder)
-
-
-def _adapt_json(adapt: Callable[[Any, Any], Any], encoder: Any, value: Any) -> Any:
-    return adapt(value, encoder)
-
-
-def _insert_plan(model: Any, connection: Any) -> _InsertPlan:
-    """The connection's insert plan (kept on the connection object, which lives in one thread)."""
-    plan: _InsertPlan | None = getattr(connection, "_mcp_ledger_insert_plan", None)
-    if plan is None:
-        plan = _InsertPlan(model, connection)
-        connection._mcp_ledger_insert_plan = plan
-    return plan
 
 
 class DatabaseLedger(Ledger):
@@ -307,14 +181,10 @@ class DatabaseLedger(Ledger):
             for record, row in zip(records, rows, strict=True):
                 record.pk = row.pk
             return
-        plan = _insert_plan(model, connection)
+        plan = insert_plan(model, connection)
         with connection.cursor() as cursor:
-            for start in range(0, len(records), plan.rows_per_statement):
-                chunk = records[start : start + plan.rows_per_statement]
-                params: list[Any] = []
-                for record in chunk:
-                    params += plan.values(record)
-                cursor.execute(plan.sql(len(chunk)), params)
+            for sql, params, chunk in plan.statements(records):
+                cursor.execute(sql, params)
                 for record, (pk,) in zip(chunk, cursor.fetchall(), strict=True):
                     record.pk = pk
 
