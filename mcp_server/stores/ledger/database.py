@@ -181,12 +181,8 @@ class DatabaseLedger(Ledger):
             for record, row in zip(records, rows, strict=True):
                 record.pk = row.pk
             return
-        plan = insert_plan(model, connection)
         with connection.cursor() as cursor:
-            for sql, params, chunk in plan.statements(records):
-                cursor.execute(sql, params)
-                for record, (pk,) in zip(chunk, cursor.fetchall(), strict=True):
-                    record.pk = pk
+            insert_plan(model, connection).insert(cursor, records)
 
     async def aopen(self, record: LedgerRecord) -> LedgerRecord:
         record.created = record.created or timezone.now()

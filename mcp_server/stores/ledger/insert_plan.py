@@ -4,7 +4,7 @@ record's columns once and converts only what the backend needs converted."""
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -52,7 +52,8 @@ class InsertPlan:
     On PostgreSQL a batch is one statement whatever its size, its rows passed as one array per column
     (``INSERT ... SELECT * FROM UNNEST(...)``, as Django's own ``bulk_create`` does there): the statement's
     text never changes, so the driver converts it once, where a multi-row ``VALUES`` list was parsed again
-    for every batch. Elsewhere, one multi-row ``VALUES`` statement per chunk the backend allows.
+    for every batch. On SQLite, one row statement run for each row (``executemany``). Elsewhere, one
+    multi-row ``VALUES ... RETURNING`` statement per chunk the backend allows.
     """
 
     def __init__(self, model: Any, connection: Any) -> None:
@@ -66,6 +67,9 @@ class InsertPlan:
         self.rows_per_statement = max(1, connection.ops.bulk_batch_size(fields, [None] * 10_000))
         self.unnest_sql: str | None = None
         """PostgreSQL's one statement for any batch (``None`` elsewhere)."""
+        self.sequential_ids = connection.vendor == "sqlite"
+        """SQLite: the rows are inserted by one row statement run for each, their ids read from the last."""
+        self.row_statement = f"INSERT INTO {self.table} ({self.columns}) VALUES {self.row_sql}"
         if connection.vendor == "postgresql":
             # Each array typed as its column without a length (varchar[], not varchar(200)[]): a value too
             # long is refused as a plain insert refuses it, never cut by the cast.
@@ -99,19 +103,39 @@ class InsertPlan:
         row[self._name] = row[self._name][:NAME_LENGTH]
         return row
 
-    def statements(self, records: list[LedgerRecord]) -> Iterator[tuple[str, list[Any], list[LedgerRecord]]]:
-        """``(sql, params, records)`` for each statement that inserts ``records``: each returns the ids of
-        its records, in their order."""
+    def insert(self, cursor: Any, records: list[LedgerRecord]) -> None:
+        """Insert ``records`` through ``cursor`` (a cursor of the plan's connection, in a transaction) and set
+        each one's ``pk``."""
         if self.unnest_sql is not None:
             rows = [self.values(record) for record in records]
-            yield self.unnest_sql, [list(column) for column in zip(*rows, strict=True)], records
-            return
-        for start in range(0, len(records), self.rows_per_statement):
-            chunk = records[start : start + self.rows_per_statement]
-            params: list[Any] = []
-            for record in chunk:
-                params += self.values(record)
-            yield self.sql(len(chunk)), params, chunk
+            cursor.execute(self.unnest_sql, [list(column) for column in zip(*rows, strict=True)])
+            pks: Iterable[Any] = [pk for (pk,) in cursor.fetchall()]
+        elif self.sequential_ids:
+            pks = self._insert_sequential(cursor, records)
+        else:
+            pks = []
+            for start in range(0, len(records), self.rows_per_statement):
+                chunk = records[start : start + self.rows_per_statement]
+                params: list[Any] = []
+                for record in chunk:
+                    params += self.values(record)
+                cursor.execute(self.sql(len(chunk)), params)
+                pks += [pk for (pk,) in cursor.fetchall()]
+        for record, pk in zip(records, pks, strict=True):
+            record.pk = pk
+
+    def _insert_sequential(self, cursor: Any, records: list[LedgerRecord]) -> range:
+        """SQLite: one row statement run for every record (``executemany``: sqlite3's own loop, which lets go
+        of the interpreter lock at each row's step, and reads each row's parameters only then, unless the
+        connection logs its queries), then the ids from the last one. Within one write transaction an
+        ``AUTOINCREMENT`` key takes the next ids in turn: nobody else can insert in between."""
+        rows: Iterable[list[Any]] = map(self.values, records)
+        if cursor.db.queries_logged:  # (Django's debug cursor counts the rows it is given)
+            rows = list(rows)
+        cursor.executemany(self.row_statement, rows)
+        cursor.execute("SELECT last_insert_rowid()")
+        last = int(cursor.fetchone()[0])
+        return range(last - len(records) + 1, last + 1)
 
     def sql(self, rows: int) -> str:
         """The ``VALUES`` statement for ``rows`` rows (cached per size)."""
