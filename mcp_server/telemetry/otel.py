@@ -103,13 +103,18 @@ def parent_of(
     """The server span's parent: ``params._meta``'s trace context, else the HTTP ``traceparent`` header's,
     else ``None`` (the ambient context)."""
     meta = params.get("_meta") if params is not None else None
-    if isinstance(meta, Mapping):
-        found = _remote(_carrier(meta, {key: key for key in TRACE_KEYS}))
+    if isinstance(meta, Mapping) and "traceparent" in meta:  # (no parent without it: nothing to extract)
+        found = _remote(_carrier(meta, _META_KEYS))
         if found is not None:
             return found
-    if headers:
-        return _remote(_carrier(headers, {key: f"HTTP_{key.upper()}" for key in TRACE_KEYS}))
+    if headers and "HTTP_TRACEPARENT" in headers:
+        return _remote(_carrier(headers, _HEADER_KEYS))
     return None
+
+
+_META_KEYS = {key: key for key in TRACE_KEYS}
+_HEADER_KEYS = {key: f"HTTP_{key.upper()}" for key in TRACE_KEYS}
+"""Where each trace-context key is found in ``params._meta``, and in the request's ``META``."""
 
 
 def span_attributes(record: LedgerRecord, request_id: RequestId, transport: str) -> dict[str, Any]:
