@@ -83,13 +83,16 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         """While this consumer serves a GET stream (it refers back to the consumer: dropped at the end, so
         that no cycle keeps a consumer and its body until a full garbage collection)."""
         self.exchange: PostExchange | None = None
+        self.headers: Headers = {}
+        """The request's headers by lower-case name (repeated ones joined with commas)."""
         self._receive: Receive | None = None
         self._watching: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Any) -> None:
         self.scope = scope
         self.base_send = send
-        if _declared_length(scope) > mcp_settings.MAX_REQUEST_BYTES:  # refused before any of it is read
+        self.headers = headers_of(scope.get("headers", []))
+        if _declared_length(self.headers) > mcp_settings.MAX_REQUEST_BYTES:  # refused before it is read
             await self._problem(_too_large())
             return
         if not (self.runtime.is_started() and self.runtime.shutdown_hooked):
@@ -185,7 +188,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
             self.exchange = None  # it holds our send: no cycle keeps the request after its answer
 
     async def _route(self, body: bytes) -> None:
-        headers = headers_of(self.scope.get("headers", []))
+        headers = self.headers
         method = self.scope.get("method", "GET").upper()
         try:
             check_origin_and_host(headers)
@@ -388,9 +391,7 @@ def _too_large() -> HTTPProblem:
     return HTTPProblem(413, f"Request body larger than {mcp_settings.MAX_REQUEST_BYTES} bytes", code=-32600)
 
 
-def _declared_length(scope: dict[str, Any]) -> int:
-    """The request's ``Content-Length`` (0 when absent or unreadable: the running count decides)."""
-    for name, value in scope.get("headers", []):
-        if name.lower() == b"content-length":
-            return int(value) if value.isdigit() else 0
-    return 0
+def _declared_length(headers: Headers) -> int:
+    """The request's ``Content-Length`` (0 when absent, repeated or unreadable: the running count decides)."""
+    value = headers.get("content-length", "")
+    return int(value) if value.isascii() and value.isdigit() else 0

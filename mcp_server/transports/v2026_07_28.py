@@ -26,10 +26,12 @@ _MARKER = PROTOCOL_VERSION_KEY.encode()
 
 
 def header_lists(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, list[str]]:
-    """ASGI headers as lower-case names to every value sent (a repeated routing header is refused)."""
+    """The ``Mcp-*`` headers (the routing and ``Mcp-Param-*`` headers the ladder reads, and no other) as
+    lower-case names to every value sent (a repeated routing header is refused)."""
     out: dict[str, list[str]] = {}
     for name, value in raw:
-        out.setdefault(name.decode("latin-1").lower(), []).append(value.decode("latin-1"))
+        if name[:4].lower() == b"mcp-":
+            out.setdefault(name.decode("latin-1").lower(), []).append(value.decode("latin-1"))
     return out
 
 
