@@ -13,6 +13,8 @@ import pytest
 from tests.support import forked
 from tests.support.live import SHELLS, LiveServer, drop_templates, start_server
 
+pytest_plugins = ["tests.support.collector"]  # no_collection
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _session_helpers() -> Iterator[None]:

@@ -6,10 +6,9 @@ reference counting once it ends (``gc`` disabled around the run)."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import tracemalloc
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -262,16 +261,6 @@ async def test_the_upkeep_wakes_a_parked_task_whose_message_was_lost(solo: Runti
     done = await until_status(seen, changed, task_id, "completed")
     assert done.result is not None
     assert done.result["content"][0]["text"] == "Kept g"
-
-
-@pytest.fixture
-def no_collection() -> Iterator[None]:
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 async def test_a_task_keeps_neither_its_request_nor_its_memory_once_ended(

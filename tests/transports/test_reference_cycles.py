@@ -9,7 +9,7 @@ import asyncio
 import gc
 import json
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -19,6 +19,8 @@ from mcp_server.runtime import Runtime
 from mcp_server.stores.ledger.cache import CacheLedger
 from mcp_server.transports.consumer import MCPConsumer
 from mcp_server.wire.asgi import Message
+from tests.support.collector import cyclic_garbage
+from tests.support.stdio import INITIALIZE
 
 pytestmark = pytest.mark.django_db(transaction=True)  # sessions, and the upkeep's queries
 
@@ -38,17 +40,6 @@ async def runtime(settings: Any) -> AsyncIterator[Runtime]:
     )
     yield runtime
     await runtime.aclose()
-
-
-@pytest.fixture
-def no_collector() -> Iterator[None]:
-    """The cyclic collector off while the test serves (what it would free is what the test counts)."""
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 async def post(
@@ -78,21 +69,6 @@ async def post(
     return start["status"], b"".join(c.get("body", b"") for c in chunks), answer
 
 
-def cyclic_garbage() -> Counter[str]:
-    """The objects only the cyclic collector would free, by type."""
-    gc.set_debug(gc.DEBUG_SAVEALL)
-    try:
-        gc.collect()
-        found = Counter(
-            f"{type(o).__qualname__} {getattr(o, '__qualname__', '')}".strip() for o in gc.garbage
-        )
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-        gc.collect()  # (what was saved is still cyclic: freed now, not found again by the next count)
-    return found
-
-
 SERVED = ("MCPConsumer", "PostExchange", "PendingRequest", "Context", "LazyASGIRequest")
 
 
@@ -113,7 +89,7 @@ def tool_call(request_id: int, meta: dict[str, Any] | None = None) -> dict[str, 
     return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
 
 
-async def test_a_2026_call_leaves_no_cycle(runtime: Runtime, no_collector: None) -> None:
+async def test_a_2026_call_leaves_no_cycle(runtime: Runtime, no_collection: None) -> None:
     headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "echo"}
     for request_id in range(-3, 0):  # the runtime starts, the caches of first calls fill
         assert (await post(runtime, tool_call(request_id, META), headers))[0] == 200
@@ -126,17 +102,8 @@ async def test_a_2026_call_leaves_no_cycle(runtime: Runtime, no_collector: None)
     assert cyclic_garbage() == Counter()
 
 
-async def test_a_session_call_leaves_no_cycle(runtime: Runtime, no_collector: None) -> None:
-    init = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "c", "version": "1"},
-        },
-    }
+async def test_a_session_call_leaves_no_cycle(runtime: Runtime, no_collection: None) -> None:
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INITIALIZE}
     status, _, answer = await post(runtime, init, {})
     assert status == 200
     session = {"Mcp-Session-Id": answer["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
