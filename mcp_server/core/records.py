@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import operator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -104,7 +104,8 @@ class DuplicateRequest(Exception):
 @dataclass(slots=True)
 class LedgerRecord:
     """One request as the ledger knows it (slotted: a record waits in the writer's queue for up to a flush
-    interval, and each one the cyclic garbage collector tracks costs it time at every pass)."""
+    interval, and each object the cyclic garbage collector tracks costs it time at every pass; an ``extra``
+    left empty is not tracked)."""
 
     session_id: str | None
     request_key: str
@@ -122,6 +123,8 @@ class LedgerRecord:
     round_of: str = ""
     """2026-07-28: the token of the ``input_required`` round this retry answers (its ``outcome["round"]``)."""
     pk: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Anything a ledger backend of the site's own keeps with the record (none of this project's reads it)."""
     protocol_version: str = ""
     """The MCP revision the request was served at (a 2026-07-28 request has no session)."""
     client: str = ""
