@@ -308,13 +308,16 @@ async def pending_pk(site: Site, session_id: str, request_id: int | str) -> int:
                 )
                 row = await cursor.fetchone()
             pk = None if row is None else int(row[0])
-        else:
+        else:  # the request id's key, then the record itself (the writer adds the key first: a worker
+            # killed between the two leaves the key and no record)
             client = aioredis.Redis.from_url(REDIS_URL)
             try:
                 raw = await client.get(f"{site.prefix}:1:mcp:ledger:k:{session_id}:{request_key(request_id)}")
+                pk = None if raw is None else int(cache_value(raw))
+                if pk is not None and not await client.exists(f"{site.prefix}:1:mcp:ledger:e:{pk}"):
+                    pk = None
             finally:
                 await client.aclose()
-            pk = None if raw is None else int(cache_value(raw))
         found[:] = [] if pk is None else [pk]
         return bool(found)
 
