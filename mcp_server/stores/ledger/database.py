@@ -16,36 +16,9 @@ from ...core.records import DuplicateRequest, LedgerRecord
 from ...core.states import State
 from ...core.writes import begin_write
 from .base import ClaimedBatch, Ledger
-from .insert_plan import insert_plan
+from .insert_plan import insert_plan, row_values
 
 __all__ = ["DatabaseLedger"]
-
-
-def _row_values(record: LedgerRecord) -> dict[str, Any]:
-    """A record's column values by model attribute name."""
-    return {
-        "session_id": record.session_id,
-        "request_key": record.request_key,
-        "method": record.method,
-        "name": record.name[:300],
-        "user_id": record.user_id,
-        "worker": record.worker,
-        "channel": record.channel,
-        "created": record.created,
-        "deadline": record.deadline,
-        "lease_expires": record.lease_expires,
-        "state": record.state,
-        "settled_at": record.settled_at,
-        "outcome": record.outcome,
-        "protocol_version": record.protocol_version,
-        "round_of": record.round_of,
-        "client": record.client,
-        "long_id": record.long_id,
-        "oauth_client_id": record.oauth_client_id,
-        "oauth_client_name": record.oauth_client_name,
-        "trace_id": record.trace_id,
-        "span_id": record.span_id,
-    }
 
 
 def _record(row: Any) -> LedgerRecord:
@@ -176,13 +149,16 @@ class DatabaseLedger(Ledger):
 
     def _insert(self, connection: Any, records: list[LedgerRecord]) -> None:
         model = self.model
-        if not connection.features.can_return_rows_from_bulk_insert:
-            rows = model.objects.bulk_create([model(**_row_values(r)) for r in records])
+        plan = insert_plan(model, connection)
+        if plan is None:  # a backend the plan does not write for: Django's own bulk insert
+            rows = model.objects.using(connection.alias).bulk_create(
+                [model(**row_values(r)) for r in records]
+            )
             for record, row in zip(records, rows, strict=True):
                 record.pk = row.pk
             return
         with connection.cursor() as cursor:
-            insert_plan(model, connection).insert(cursor, records)
+            plan.insert(cursor, records)
 
     async def aopen(self, record: LedgerRecord) -> LedgerRecord:
         record.created = record.created or timezone.now()

@@ -13,7 +13,18 @@ from django.db.models import JSONField
 
 from ...core.records import NAME_LENGTH, LedgerRecord
 
-__all__ = ["COLUMNS", "InsertPlan", "datetime_adapter", "insert_plan", "json_adapter"]
+__all__ = [
+    "COLUMNS",
+    "VENDORS",
+    "InsertPlan",
+    "datetime_adapter",
+    "insert_plan",
+    "json_adapter",
+    "row_values",
+]
+
+VENDORS = ("postgresql", "sqlite")
+"""The backends an :class:`InsertPlan` writes for (any other inserts through Django's ``bulk_create``)."""
 
 COLUMNS = (
     "session_id",
@@ -45,52 +56,43 @@ _COLUMN_VALUES = operator.attrgetter(*COLUMNS)
 
 
 class InsertPlan:
-    """How a batch of records becomes ``INSERT ... RETURNING`` statements on one connection: the column
-    list, and per column the one conversion its values need there (datetimes and JSON through the
-    backend's own adapters; text and integers as they are). Built once per connection, not per row.
+    """How a batch of records becomes ``INSERT`` statements on one connection, each record's ``pk`` set from
+    them: the column list, and per column the one conversion its values need there (datetimes and JSON
+    through the backend's own adapters; text and integers as they are). Built once per connection, not per
+    row; the way a batch is written is chosen then, by the backend (:data:`VENDORS`):
 
-    On PostgreSQL a batch is one statement whatever its size, its rows passed as one array per column
-    (``INSERT ... SELECT * FROM UNNEST(...)``, as Django's own ``bulk_create`` does there): the statement's
-    text never changes, so the driver converts it once, where a multi-row ``VALUES`` list was parsed again
-    for every batch. On SQLite, one row statement run for each row (``executemany``). Elsewhere, one
-    multi-row ``VALUES ... RETURNING`` statement per chunk the backend allows.
+    - PostgreSQL: one statement whatever the batch's size, its rows passed as one array per column
+      (``INSERT ... SELECT * FROM UNNEST(...) RETURNING``, as Django's own ``bulk_create`` does there): the
+      statement's text never changes, so the driver converts it once, where a multi-row ``VALUES`` list was
+      parsed again for every batch;
+    - SQLite: one row statement run for each row (``executemany``), the ids counted back from the last.
     """
 
     def __init__(self, model: Any, connection: Any) -> None:
         meta = model._meta
         fields = [meta.get_field(column) for column in COLUMNS]
         quote = connection.ops.quote_name
-        self.table = quote(meta.db_table)
-        self.columns = ", ".join(quote(field.column) for field in fields)
-        self.row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
-        self.returning = quote("id")
-        self.rows_per_statement = max(1, connection.ops.bulk_batch_size(fields, [None] * 10_000))
-        self.unnest_sql: str | None = None
-        """PostgreSQL's one statement for any batch (``None`` elsewhere)."""
-        self.sequential_ids = connection.vendor == "sqlite"
-        """SQLite: the rows are inserted by one row statement run for each, their ids read from the last."""
-        self.row_statement = f"INSERT INTO {self.table} ({self.columns}) VALUES {self.row_sql}"
+        head = f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)})"
+        adapt_datetime = datetime_adapter(connection)
+        self._converted: list[tuple[int, Callable[[Any], Any]]] = []
+        for index, field in enumerate(fields):
+            kind = field.get_internal_type()
+            if kind == "DateTimeField":
+                self._converted.append((index, adapt_datetime))
+            elif kind == "JSONField":
+                self._converted.append((index, json_adapter(field, connection)))
+            # text and integer columns (keys included) are stored as the record holds them
+        self._name = COLUMNS.index("name")
+        self._write: Callable[[Any, list[LedgerRecord]], Iterable[Any]]
         if connection.vendor == "postgresql":
             # Each array typed as its column without a length (varchar[], not varchar(200)[]): a value too
             # long is refused as a plain insert refuses it, never cut by the cast.
             arrays = ", ".join(f"(%s)::{field.db_type(connection).split('(')[0]}[]" for field in fields)
-            self.unnest_sql = (
-                f"INSERT INTO {self.table} ({self.columns}) SELECT * FROM UNNEST({arrays}) "
-                f"RETURNING {self.returning}"
-            )
-        adapt_datetime = datetime_adapter(connection)
-        self.converters: list[Callable[[Any], Any] | None] = []
-        for field in fields:
-            kind = field.get_internal_type()
-            if kind == "DateTimeField":
-                self.converters.append(adapt_datetime)
-            elif kind == "JSONField":
-                self.converters.append(json_adapter(field, connection))
-            else:  # text and integer columns (keys included) are stored as the record holds them
-                self.converters.append(None)
-        self._sql: dict[int, str] = {}
-        self._converted = [(index, convert) for index, convert in enumerate(self.converters) if convert]
-        self._name = COLUMNS.index("name")
+            self._sql = f"{head} SELECT * FROM UNNEST({arrays}) RETURNING {quote('id')}"
+            self._write = self._write_unnest
+        else:
+            self._sql = f"{head} VALUES ({', '.join(['%s'] * len(fields))})"
+            self._write = self._write_sequential
 
     def values(self, record: LedgerRecord) -> list[Any]:
         """One record's parameters, in column order (the columns read at once, only the datetimes and the
@@ -106,46 +108,33 @@ class InsertPlan:
     def insert(self, cursor: Any, records: list[LedgerRecord]) -> None:
         """Insert ``records`` through ``cursor`` (a cursor of the plan's connection, in a transaction) and set
         each one's ``pk``."""
-        if self.unnest_sql is not None:
-            rows = [self.values(record) for record in records]
-            cursor.execute(self.unnest_sql, [list(column) for column in zip(*rows, strict=True)])
-            pks: Iterable[Any] = [pk for (pk,) in cursor.fetchall()]
-        elif self.sequential_ids:
-            pks = self._insert_sequential(cursor, records)
-        else:
-            pks = []
-            for start in range(0, len(records), self.rows_per_statement):
-                chunk = records[start : start + self.rows_per_statement]
-                params: list[Any] = []
-                for record in chunk:
-                    params += self.values(record)
-                cursor.execute(self.sql(len(chunk)), params)
-                pks += [pk for (pk,) in cursor.fetchall()]
-        for record, pk in zip(records, pks, strict=True):
+        for record, pk in zip(records, self._write(cursor, records), strict=True):
             record.pk = pk
 
-    def _insert_sequential(self, cursor: Any, records: list[LedgerRecord]) -> range:
-        """SQLite: one row statement run for every record (``executemany``: sqlite3's own loop, which lets go
-        of the interpreter lock at each row's step, and reads each row's parameters only then, unless the
-        connection logs its queries), then the ids from the last one. Within one write transaction an
-        ``AUTOINCREMENT`` key takes the next ids in turn: nobody else can insert in between."""
+    def _write_unnest(self, cursor: Any, records: list[LedgerRecord]) -> list[Any]:
+        rows = [self.values(record) for record in records]
+        cursor.execute(self._sql, [list(column) for column in zip(*rows, strict=True)])
+        return [pk for (pk,) in cursor.fetchall()]
+
+    def _write_sequential(self, cursor: Any, records: list[LedgerRecord]) -> range:
+        """``executemany``: sqlite3's own loop, which lets go of the interpreter lock at each row's step and
+        reads each row's parameters only then (unless the connection logs its queries). Within one write
+        transaction an ``AUTOINCREMENT`` key takes the next ids in turn: nobody else can insert in between."""
         rows: Iterable[list[Any]] = map(self.values, records)
         if cursor.db.queries_logged:  # (Django's debug cursor counts the rows it is given)
             rows = list(rows)
-        cursor.executemany(self.row_statement, rows)
+        cursor.executemany(self._sql, rows)
         cursor.execute("SELECT last_insert_rowid()")
         last = int(cursor.fetchone()[0])
         return range(last - len(records) + 1, last + 1)
 
-    def sql(self, rows: int) -> str:
-        """The ``VALUES`` statement for ``rows`` rows (cached per size)."""
-        statement = self._sql.get(rows)
-        if statement is None:
-            statement = self._sql[rows] = (
-                f"INSERT INTO {self.table} ({self.columns}) VALUES {', '.join([self.row_sql] * rows)} "
-                f"RETURNING {self.returning}"
-            )
-        return statement
+
+def row_values(record: LedgerRecord) -> dict[str, Any]:
+    """A record's column values by model attribute name (the name cut to its column), unconverted: what
+    Django's own ``bulk_create`` takes."""
+    values = dict(zip(COLUMNS, _COLUMN_VALUES(record), strict=True))
+    values["name"] = values["name"][:NAME_LENGTH]
+    return values
 
 
 def _prep_save(field: Any, connection: Any, value: Any) -> Any:
@@ -186,8 +175,11 @@ def _adapt_json(adapt: Callable[[Any, Any], Any], encoder: Any, value: Any) -> A
     return adapt(value, encoder)
 
 
-def insert_plan(model: Any, connection: Any) -> InsertPlan:
-    """The connection's insert plan (kept on the connection object, which lives in one thread)."""
+def insert_plan(model: Any, connection: Any) -> InsertPlan | None:
+    """The connection's insert plan (kept on the connection object, which lives in one thread); ``None`` on a
+    backend not among :data:`VENDORS`."""
+    if connection.vendor not in VENDORS:
+        return None
     plan: InsertPlan | None = getattr(connection, "_mcp_ledger_insert_plan", None)
     if plan is None:
         plan = InsertPlan(model, connection)
