@@ -277,15 +277,12 @@ class PostExchange:
         # A 2026-07-28 request and a scope challenge answer with a status, so they open no stream up front.
         if self.mode == "sse" and not self.sessionless and not self.challenged:
             await self._start_stream()
-        probed = False
+        if self.waiting is not None and self.queue.empty():
+            await asyncio.sleep(0)  # the requests' tasks take their first step: a quick answer is in then
         while open_count > 0 or not self.queue.empty():
             if self.waiting is not None and self.queue.empty():
-                if not probed:  # the requests' tasks take their first step: a quick answer is in then
-                    probed = True
-                    await asyncio.sleep(0)
-                if self.queue.empty():  # this exchange waits: from now on, the client's going is watched
-                    self.waiting()
-                    self.waiting = None
+                self.waiting()  # this exchange waits: from now on the client's going is watched
+                self.waiting = None
             got = await self._next()
             if got is None:  # a quiet stream: a comment keeps proxies and clients from timing it out
                 await self.send(body_chunk(sse.KEEPALIVE))
