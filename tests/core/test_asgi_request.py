@@ -19,10 +19,10 @@ from mcp_server.core.asgi_request import LazyASGIRequest, client_address, header
 from mcp_server.core.context import Context
 from mcp_server.registry.server import MCPServer
 from mcp_server.runtime import Runtime
-from mcp_server.stores.ledger.cache import CacheLedger
 from mcp_server.transports.consumer import MCPConsumer
 from mcp_server.transports.rules import headers_of
 from mcp_server.wire.asgi import Message
+from tests.support.runtimes import in_memory_runtime
 
 HEADERS = [
     (b"host", b"mcp.example.org"),
@@ -160,13 +160,9 @@ async def look(ctx: Context) -> str:
 
 @pytest.fixture
 async def runtime(settings: Any) -> AsyncIterator[Runtime]:
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     settings.ALLOWED_HOSTS = ["localhost"]
-    runtime = Runtime(
-        worker_id="worker-lazy", ledger=CacheLedger({"RETENTION": 60}), channel_layer_alias="default"
-    )
-    yield runtime
-    await runtime.aclose()
+    async with in_memory_runtime(settings, "worker-lazy") as made:
+        yield made
 
 
 async def post(runtime: Runtime, extra: list[tuple[bytes, bytes]]) -> list[Message]:

@@ -14,9 +14,9 @@ import pytest
 from mcp_server.auth.metadata import CORS_HEADERS, ProtectedResourceMetadata
 from mcp_server.registry.server import mcp
 from mcp_server.runtime import Runtime
-from mcp_server.stores.ledger.cache import CacheLedger
 from mcp_server.transports.consumer import MCPConsumer
 from mcp_server.wire.asgi import Header, Message
+from tests.support.runtimes import in_memory_runtime
 
 
 class Recorder:
@@ -31,12 +31,8 @@ class Recorder:
 
 @pytest.fixture
 async def runtime(settings: Any) -> AsyncIterator[Runtime]:
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    runtime = Runtime(
-        worker_id="worker-asgi", ledger=CacheLedger({"RETENTION": 60}), channel_layer_alias="default"
-    )
-    yield runtime
-    await runtime.aclose()
+    async with in_memory_runtime(settings, "worker-asgi") as made:
+        yield made
 
 
 def request_of(body: bytes) -> Any:

@@ -16,30 +16,22 @@ import pytest
 
 from mcp_server.registry.server import mcp
 from mcp_server.runtime import Runtime
-from mcp_server.stores.ledger.cache import CacheLedger
 from mcp_server.transports.consumer import MCPConsumer
 from mcp_server.wire.asgi import Message
 from tests.support.collector import cyclic_garbage
+from tests.support.raw import MODERN, sessionless_meta
+from tests.support.runtimes import in_memory_runtime
 from tests.support.stdio import INITIALIZE
 
 pytestmark = pytest.mark.django_db(transaction=True)  # sessions, and the upkeep's queries
 
-MODERN = "2026-07-28"
-META = {
-    "io.modelcontextprotocol/protocolVersion": MODERN,
-    "io.modelcontextprotocol/clientCapabilities": {},
-    "io.modelcontextprotocol/clientInfo": {"name": "cycles", "version": "1"},
-}
+META = sessionless_meta(client_info={"name": "cycles", "version": "1"})
 
 
 @pytest.fixture
 async def runtime(settings: Any) -> AsyncIterator[Runtime]:
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    runtime = Runtime(
-        worker_id="worker-cycles", ledger=CacheLedger({"RETENTION": 60}), channel_layer_alias="default"
-    )
-    yield runtime
-    await runtime.aclose()
+    async with in_memory_runtime(settings, "worker-cycles") as made:
+        yield made
 
 
 async def post(
