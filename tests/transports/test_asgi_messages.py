@@ -82,6 +82,24 @@ async def test_a_declared_body_too_large_is_refused_with_these_exact_messages(
     assert json_error(send.sent, 413, []) == {"code": -32600, "message": "Request body larger than 100 bytes"}
 
 
+@pytest.mark.parametrize(
+    "declared",
+    [[b"\xb2"], [b"\xd9\xa3"], [b"5", b"5"], [b"-1"], [b""], [b"1e3"]],
+    ids=["superscript-two", "arabic-digit-bytes", "repeated", "negative", "empty", "float"],
+)
+async def test_a_content_length_that_is_no_number_leaves_the_running_count_to_decide(
+    settings: Any, runtime: Runtime, declared: list[bytes]
+) -> None:
+    """Read as no declared length (the bytes received are counted): a body over the limit is refused for
+    what it is, never a 500."""
+    settings.MCP_SERVER = {**settings.MCP_SERVER, "MAX_REQUEST_BYTES": 100}
+    send = Recorder()
+    headers = [(b"content-length", value) for value in declared]
+    scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": headers}
+    await asyncio.wait_for(MCPConsumer(mcp, runtime)(scope, request_of(b"x" * 101), send), 10)
+    assert json_error(send.sent, 413, []) == {"code": -32600, "message": "Request body larger than 100 bytes"}
+
+
 async def test_a_method_not_allowed_names_the_allowed_ones_between_type_and_length(
     settings: Any, runtime: Runtime
 ) -> None:
