@@ -85,6 +85,9 @@ def client_address(request: HttpRequest | None) -> str:
     return str(client[0]) if client else ""
 
 
+_ABSENT = object()
+
+
 class MetaView(Mapping[str, Any]):
     """A request's ``META`` as a mapping read on demand: an ``HTTP_*`` key of a :class:`LazyASGIRequest` not
     built yet is read from its ASGI scope (:func:`header_value`); anything else reads ``META`` itself."""
@@ -93,12 +96,21 @@ class MetaView(Mapping[str, Any]):
         self._request = request
 
     def __getitem__(self, key: str) -> Any:
+        value = self.get(key, _ABSENT)
+        if value is _ABSENT:
+            raise KeyError(key)
+        return value
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """``META[key]``, or ``default`` (without raising and catching a ``KeyError``, as ``Mapping.get``
+        would: a request's span looks for a ``traceparent`` header most requests do not have)."""
         if key.startswith("HTTP_") and _unbuilt(self._request) is not None:
             value = header_value(self._request, key[5:].lower().replace("_", "-"))
-            if value is None:
-                raise KeyError(key)
-            return value
-        return self._request.META[key]
+            return default if value is None else value
+        return self._request.META.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.get(key, _ABSENT) is not _ABSENT
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._request.META)

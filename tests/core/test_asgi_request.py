@@ -137,6 +137,12 @@ def test_the_meta_view_reads_headers_unbuilt_and_the_rest_from_meta() -> None:
     assert view.get("HTTP_X_FORWARDED_FOR") == "10.0.0.1,10.0.0.2"
     assert view.get("HTTP_X_SPOOFED") is None
     assert view.get("HTTP_TRACEPARENT") is None
+    assert view.get("HTTP_TRACEPARENT", "none sent") == "none sent"
+    assert "HTTP_AUTHORIZATION" in view
+    assert "HTTP_TRACEPARENT" not in view
+    assert 42 not in view  # (a key that is no text is in no META)
+    with pytest.raises(KeyError):
+        view["HTTP_TRACEPARENT"]
     assert not is_built(request)
     assert view["REMOTE_ADDR"] == "192.0.2.7"  # not a header: Django's META, built for it
     assert dict(view) == request.META == built(SCOPE).META
