@@ -56,6 +56,10 @@ OUTCOMES = {
     State.RATE_LIMITED.value: "rate_limited",
 }
 
+_ANSWERED_STATE = State.ANSWERED.value
+_RATE_LIMITED_STATE = State.RATE_LIMITED.value
+"""The states :func:`classify` tells apart, read off the enum once (each ``.value`` costs ~0.5 µs)."""
+
 KNOWN_VERSIONS = (*SUPPORTED_VERSIONS, *SESSIONLESS_VERSIONS)
 """The revisions a metric names; any other version a request carried (one the server refused) counts as
 ``_OTHER``, as does a method the server does not know: a client cannot add time series by making names up."""
@@ -71,7 +75,7 @@ def classify(
     if response is None:
         return None, None, None
     error = response.get("error")
-    if state == State.RATE_LIMITED.value:
+    if state == _RATE_LIMITED_STATE:
         code = error.get("code") if isinstance(error, dict) else None
         return (str(code) if isinstance(code, int) else None), RATE_LIMITED, "rate limited"
     if isinstance(error, dict):
@@ -80,7 +84,7 @@ def classify(
         description = message if isinstance(message, str) else None
         if not isinstance(code, int) or isinstance(code, bool):
             return None, "_OTHER", description
-        if code in CLIENT_ERRORS and state == State.ANSWERED.value:
+        if code in CLIENT_ERRORS and state == _ANSWERED_STATE:
             return str(code), None, None
         return str(code), str(code), description
     result = response.get("result")
