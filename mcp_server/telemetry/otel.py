@@ -70,7 +70,8 @@ TRACE_KEYS = ("traceparent", "tracestate", "baggage")
 
 _MISSING = object()
 
-CANCELLED = State.CANCELLED.value
+_CANCELLED = State.CANCELLED.value
+"""(Read off the enum once: each ``.value`` costs ~0.5 µs.)"""
 
 NO_EXEMPLAR = otel_context.Context()
 """The (empty) context measurements are recorded in: no span, so the SDK's default trace-based exemplar
@@ -254,7 +255,7 @@ class OTelRequestSpan:
         if error_type is not None:
             span.set_attribute("error.type", error_type)
             span.set_status(Status(StatusCode.ERROR, description))
-        if state == CANCELLED:
+        if state == _CANCELLED:
             span.add_event("mcp.request.cancelled")
         span.end()
         self._telemetry.settled(self, state, code, error_type)
