@@ -9,15 +9,11 @@ by the store itself.
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from django.conf import settings
 from django.utils import timezone
 
 from mcp_server.core.records import (
@@ -45,13 +41,12 @@ from mcp_server.wire.jsonrpc import (
     error_response,
     result_response,
 )
-from tests.support.live import REDIS_URL, ROOT, redis_namespace, require_services
+from tests.support.rerun import not_in_rerun, rerun_on_postgresql
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SURROGATE = "\ud800"
-INNER = "MCP_HOSTILE_RECORDS_INNER"
 """Set in the run of this file on PostgreSQL (which does not start itself once more)."""
 
 
@@ -286,41 +281,8 @@ async def test_write_through_stores_a_refused_value_made_storable(ledger: Ledger
 # -- the same on PostgreSQL and Redis --------------------------------------------------------------------
 
 
-@pytest.mark.skipif(bool(os.environ.get(INNER)), reason="this is the run on PostgreSQL")
-@pytest.mark.skipif(
-    "postgresql" in settings.DATABASES["default"]["ENGINE"], reason="this process already runs on PostgreSQL"
-)
+@not_in_rerun
 def test_the_same_on_postgresql_with_redis() -> None:
     """PostgreSQL refuses NUL characters and lone surrogates (text and ``jsonb``); Redis refuses keys that are
     not UTF-8. This file, run again there, must pass."""
-    require_services()
-    import psycopg
-    from psycopg import sql
-
-    from tests.support.live import POSTGRES_URL
-
-    name = f"mcp_hostile_{secrets.token_hex(4)}"
-    try:
-        with redis_namespace() as prefix:
-            env = {
-                **os.environ,
-                INNER: "1",
-                "DATABASE_URL": f"{POSTGRES_URL}/{name}",  # pytest-django creates test_<name> there
-                "REDIS_URL": REDIS_URL,
-                "MCP_TEST_REDIS_PREFIX": prefix,
-            }
-            run = subprocess.run(
-                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
-                cwd=ROOT,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-    finally:  # its own teardown cannot drop it while the writers' connections linger
-        with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as admin:
-            drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
-            admin.execute(drop.format(sql.Identifier(f"test_{name}")))
-    assert run.returncode == 0, run.stdout[-5000:] + run.stderr[-2000:]
-    assert " passed" in run.stdout  # it ran
-    assert "1 skipped" in run.stdout  # and skipped only itself
+    rerun_on_postgresql(__file__)

@@ -1,19 +1,23 @@
 """The ledger's batch insert gives each record the id of its own row, however the backend returns ids (on
 SQLite, counted back from the last one), with rows already there, gaps left by deleted ones, and a query
-log on."""
+log on; and it stores every column as the record holds it, whichever way the batch goes (on PostgreSQL, one
+JSON parameter, or the arrays for a batch orjson will not write). Run on PostgreSQL too."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import zoneinfo
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from mcp_server.core.records import LedgerRecord
+from mcp_server.core.records import NAME_LENGTH, LedgerRecord
 from mcp_server.models import LedgerEntry
 from mcp_server.stores.ledger.database import DatabaseLedger
+from mcp_server.stores.ledger.insert_plan import COLUMNS
+from tests.support.rerun import not_in_rerun, rerun_on_postgresql
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -71,3 +75,73 @@ def test_the_same_with_the_query_log_on(settings: Any) -> None:
         write(batch)
     assert queries.captured_queries
     assert_each_row_is_its_own(batch)
+
+
+# -- what each backend's way of writing stores --------------------------------------------------------------
+
+LONG_NAME = "n" * 1000
+
+
+def hostile_fields(n: int) -> dict[str, Any]:
+    """Values a backend's conversion could get wrong: quotes, backslashes, braces and commas (an array
+    literal's syntax), non-ASCII and line separators, JSON ``null`` inside and as the whole outcome, a
+    name past its column, datetimes in other zones and without microseconds."""
+    paris = datetime(2026, 6, 1, 12, 0, tzinfo=zoneinfo.ZoneInfo("Europe/Paris"))
+    return {
+        "session_id": None,
+        "request_key": f's:"{n}",{{x}}\\',
+        "method": "tools/call",
+        "name": LONG_NAME if n == 0 else f"é \u2028 '{n}' NULL",
+        "user_id": None if n % 2 else 7,
+        "worker": "w,1",
+        "channel": "" if n % 2 else "{}",
+        "created": NOW,
+        "deadline": paris if n % 2 else None,
+        "lease_expires": datetime(2026, 12, 6, 4, 5, 6, 789, tzinfo=timezone(timedelta(hours=-3))),
+        "state": "answered",
+        "settled_at": NOW,
+        "outcome": None if n == 1 else {"result": {"a": [1, 2.5, None, 'x\\y"z']}, "n": n},
+        "round_of": "",
+        "protocol_version": "2026-07-28",
+        "client": 'bench "1.0"',
+        "long_id": "",
+        "oauth_client_id": "",
+        "oauth_client_name": "",
+        "trace_id": "0af7651916cd43dd8448eb211c80319c",
+        "span_id": "b7ad6b7169203331",
+    }
+
+
+def stored(pk: Any) -> dict[str, Any]:
+    return LedgerEntry.objects.filter(pk=pk).values(*COLUMNS).get()  # type: ignore[no-any-return]
+
+
+def expected(fields: dict[str, Any]) -> dict[str, Any]:
+    return {**fields, "name": fields["name"][:NAME_LENGTH]}
+
+
+def test_every_column_is_stored_as_the_record_holds_it() -> None:
+    batch = [LedgerRecord(**hostile_fields(n)) for n in range(4)]
+    write(batch)
+    for n, record in enumerate(batch):
+        assert stored(record.pk) == expected(hostile_fields(n))
+    assert stored(batch[1].pk)["outcome"] is None  # SQL NULL, as Django stores None
+    assert LedgerEntry.objects.filter(pk=batch[1].pk, outcome__isnull=True).exists()
+
+
+def test_a_batch_orjson_will_not_write_goes_through_the_arrays() -> None:
+    """An integer past 64 bits and a key that is no text: orjson refuses them; the batch is written all the
+    same, by the other way (each backend's)."""
+    fields = [hostile_fields(n) for n in range(3)]
+    fields[2]["outcome"] = {"result": {"big": 2**70, 3: "three"}}
+    batch = [LedgerRecord(**f) for f in fields]
+    write(batch)
+    assert stored(batch[2].pk)["outcome"] == {"result": {"big": 2**70, "3": "three"}}
+    assert [stored(r.pk)["request_key"] for r in batch] == [f["request_key"] for f in fields]
+
+
+@not_in_rerun
+def test_the_same_on_postgresql() -> None:
+    """PostgreSQL returns ids its own way and takes the batch as JSON: this file, run again there, must
+    pass."""
+    rerun_on_postgresql(__file__)
