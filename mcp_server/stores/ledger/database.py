@@ -55,8 +55,8 @@ RENEW_CHUNK = 500
 class DatabaseLedger(Ledger):
     """Rows in ``mcp_server_ledgerentry``; settlement is ``UPDATE ... WHERE state = 'pending'``.
 
-    Batches are written with raw multi-row statements (one ``INSERT ... RETURNING`` per chunk, one
-    ``executemany`` ``UPDATE``), not one ORM call per row.
+    Batches are written with raw statements (:mod:`.insert_plan`: one ``INSERT`` per batch on PostgreSQL,
+    ``executemany`` on SQLite; one ``executemany`` ``UPDATE``), not one ORM call per row.
     """
 
     @property

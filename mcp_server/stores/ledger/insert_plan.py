@@ -18,6 +18,7 @@ __all__ = [
     "COLUMNS",
     "VENDORS",
     "InsertPlan",
+    "column_values",
     "datetime_adapter",
     "insert_plan",
     "json_adapter",
@@ -55,6 +56,18 @@ COLUMNS = (
 _COLUMN_VALUES = operator.attrgetter(*COLUMNS)
 """A record's values of :data:`COLUMNS`, as a tuple."""
 
+_NAME = COLUMNS.index("name")
+
+
+def column_values(record: LedgerRecord) -> tuple[Any, ...]:
+    """A record's values of :data:`COLUMNS`, unconverted, the name cut to its column (only a name too long
+    for it is copied)."""
+    row: tuple[Any, ...] = _COLUMN_VALUES(record)
+    name = row[_NAME]
+    if len(name) > NAME_LENGTH:
+        row = (*row[:_NAME], name[:NAME_LENGTH], *row[_NAME + 1 :])
+    return row
+
 
 class InsertPlan:
     """How a batch of records becomes ``INSERT`` statements on one connection, each record's ``pk`` set from
@@ -86,7 +99,6 @@ class InsertPlan:
             elif kind == "JSONField":
                 self._converted.append((index, json_adapter(field, connection)))
             # text and integer columns (keys included) are stored as the record holds them
-        self._name = COLUMNS.index("name")
         self._write: Callable[[Any, list[LedgerRecord]], Iterable[Any]]
         if connection.vendor == "postgresql":
             # Each value typed as its column without a length (varchar, not varchar(200)): a value too long
@@ -104,12 +116,11 @@ class InsertPlan:
     def values(self, record: LedgerRecord) -> list[Any]:
         """One record's parameters, in column order (the columns read at once, only the datetimes and the
         JSON converted; the name cut to its column)."""
-        row = list(_COLUMN_VALUES(record))
+        row = list(column_values(record))
         for index, convert in self._converted:
             value = row[index]
             if value is not None:
                 row[index] = convert(value)
-        row[self._name] = row[self._name][:NAME_LENGTH]
         return row
 
     def insert(self, cursor: Any, records: list[LedgerRecord]) -> None:
@@ -121,15 +132,8 @@ class InsertPlan:
     def _write_json(self, cursor: Any, records: list[LedgerRecord]) -> list[Any]:
         """PostgreSQL: the batch as one JSON parameter (the columns as the record holds them: orjson writes
         datetimes as ISO 8601 with their offset, which ``timestamptz`` reads; ``None`` is SQL ``NULL``)."""
-        name = self._name
-        rows = []
-        for record in records:
-            row = _COLUMN_VALUES(record)
-            if len(row[name]) > NAME_LENGTH:
-                row = (*row[:name], row[name][:NAME_LENGTH], *row[name + 1 :])
-            rows.append(row)
         try:
-            payload = orjson.dumps(rows).decode()
+            payload = orjson.dumps(list(map(column_values, records))).decode()
         except TypeError:  # (orjson.JSONEncodeError) a value orjson will not write: the arrays take it
             return self._write_unnest(cursor, records)
         cursor.execute(self._sql, [payload])
@@ -166,9 +170,7 @@ def _json_columns(types: list[str]) -> str:
 def row_values(record: LedgerRecord) -> dict[str, Any]:
     """A record's column values by model attribute name (the name cut to its column), unconverted: what
     Django's own ``bulk_create`` takes."""
-    values = dict(zip(COLUMNS, _COLUMN_VALUES(record), strict=True))
-    values["name"] = values["name"][:NAME_LENGTH]
-    return values
+    return dict(zip(COLUMNS, column_values(record), strict=True))
 
 
 def _prep_save(field: Any, connection: Any, value: Any) -> Any:
