@@ -34,17 +34,29 @@ to bind, could otherwise be handed to the other process's server in between, and
 wrong server (seen once: "Unknown tool" from another test's site)."""
 
 
+_HANDED_OUT: set[int] = set()
+"""Ports this pytest process has already handed out: the cluster fixtures start several servers at once from
+threads, and two draws between one bind-and-close and the server's own bind could otherwise return the same
+port; the second server then fails to bind while the first one answers for both (seen once in CI: a
+request sent to "the other worker" reached the same one)."""
+_HANDED_OUT_LOCK = threading.Lock()
+
+
 def free_port() -> int:
-    """A port nobody listens on right now, from this pytest process's own range."""
+    """A port nobody listens on right now, from this pytest process's own range, never handed out twice."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
     first = 20000 + (int(worker) % 6 if worker.isdigit() else 0) * PORTS_PER_PROCESS
-    for _attempt in range(200):
-        port = first + secrets.randbelow(PORTS_PER_PROCESS)
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
+    with _HANDED_OUT_LOCK:
+        for _attempt in range(200):
+            port = first + secrets.randbelow(PORTS_PER_PROCESS)
+            if port in _HANDED_OUT:
                 continue
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _HANDED_OUT.add(port)
             return port
     raise RuntimeError(f"no free port in {first}-{first + PORTS_PER_PROCESS - 1}")
 
