@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import zoneinfo
 from datetime import UTC, datetime, timedelta, timezone
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection, models, transaction
 from django.test.utils import CaptureQueriesContext
 
 from mcp_server.core.records import NAME_LENGTH, LedgerRecord
 from mcp_server.models import LedgerEntry
 from mcp_server.stores.ledger.database import DatabaseLedger
-from mcp_server.stores.ledger.insert_plan import COLUMNS
+from mcp_server.stores.ledger.insert_plan import COLUMNS, InsertPlan
 from tests.support.rerun import not_in_rerun, rerun_on_postgresql
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -138,6 +139,79 @@ def test_a_batch_orjson_will_not_write_goes_through_the_arrays() -> None:
     write(batch)
     assert stored(batch[2].pk)["outcome"] == {"result": {"big": 2**70, "3": "three"}}
     assert [stored(r.pk)["request_key"] for r in batch] == [f["request_key"] for f in fields]
+
+
+def inserts_of(batch: list[LedgerRecord]) -> list[str]:
+    with CaptureQueriesContext(connection) as queries:
+        write(batch)
+    return [q["sql"] for q in queries.captured_queries if "INSERT INTO" in q["sql"]]
+
+
+def test_a_batch_is_one_statement() -> None:
+    """However many rows, one ``INSERT`` (on PostgreSQL, its rows read off one JSON parameter; on SQLite, one
+    row statement that ``executemany`` runs for each)."""
+    batch = [LedgerRecord(**hostile_fields(n)) for n in range(50)]
+    (insert,) = inserts_of(batch)
+    assert ("VALUES" if connection.vendor == "sqlite" else "jsonb_array_elements") in insert
+    assert [stored(r.pk)["request_key"] for r in batch] == [r.request_key for r in batch]
+
+
+DATETIMES = ("created", "deadline", "lease_expires", "settled_at")
+
+
+@pytest.mark.parametrize(
+    "moments",
+    [
+        [NOW, NOW.replace(microsecond=5), datetime(999, 1, 1, tzinfo=UTC), None],  # UTC only: orjson's text
+        [NOW, NOW.replace(microsecond=123456), None, NOW.astimezone(timezone(timedelta(hours=5)))],
+    ],
+    ids=["utc", "one-not-utc"],
+)
+def test_a_datetime_is_stored_as_djangos_field_stores_it(moments: list[datetime | None]) -> None:
+    """The text in the column is the text Django's own save writes (on SQLite, the adapter's shortcut for
+    UTC; on PostgreSQL, orjson's text of each)."""
+    batch = [
+        LedgerRecord(**{**hostile_fields(n), **dict(zip(DATETIMES, moments, strict=True))}) for n in (2, 3)
+    ]
+    write(batch)
+    text = "CAST({} AS TEXT)" if connection.vendor == "sqlite" else "{}"  # (sqlite3 would parse the text)
+    columns = ", ".join(text.format(connection.ops.quote_name(name)) for name in DATETIMES)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {columns} FROM {LedgerEntry._meta.db_table} WHERE id = %s", [batch[0].pk])
+        raw = cursor.fetchone()
+    field = LedgerEntry._meta.get_field("created")
+    made = [None if m is None else field.get_db_prep_save(m, connection) for m in moments]
+    if connection.vendor == "sqlite":  # text: compared as text
+        assert list(raw) == made
+    else:
+        assert list(raw) == moments
+    assert [stored(batch[1].pk)[name] for name in DATETIMES] == moments
+
+
+class Wrapped(models.JSONField):
+    """A JSON field that prepares its values its own way."""
+
+    def get_prep_value(self, value: Any) -> Any:
+        return super().get_prep_value({"wrapped": value})
+
+
+def test_a_json_column_that_prepares_its_own_values_is_prepared_by_it() -> None:
+    """A ledger model whose JSON column is a field of the site's own: the batch goes through the field's
+    preparation, not through orjson (which would store the value unprepared)."""
+
+    def get_field(name: str) -> Any:
+        if name != "outcome":
+            return LedgerEntry._meta.get_field(name)
+        field = Wrapped(null=True)
+        field.set_attributes_from_name("outcome")
+        return field
+
+    model = SimpleNamespace(_meta=SimpleNamespace(db_table=LedgerEntry._meta.db_table, get_field=get_field))
+    plan = InsertPlan(model, connection)
+    batch = [LedgerRecord(**hostile_fields(n)) for n in range(3)]
+    with transaction.atomic(), connection.cursor() as cursor:
+        plan.insert(cursor, batch)
+    assert stored(batch[2].pk)["outcome"] == {"wrapped": hostile_fields(2)["outcome"]}
 
 
 @not_in_rerun
