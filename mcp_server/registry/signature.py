@@ -96,5 +96,6 @@ def _run_sync(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, A
 async def call_handler(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     """Await an async handler, or run a sync one in a worker thread so the event loop never blocks."""
     if inspect.iscoroutinefunction(fn):
-        return await typing.cast(Callable[..., Awaitable[Any]], fn)(*args, **kwargs)
+        awaitable: Awaitable[Any] = fn(*args, **kwargs)
+        return await awaitable
     return await sync_to_async(_run_sync, thread_sensitive=False)(fn, args, kwargs)

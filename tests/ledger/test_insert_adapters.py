@@ -4,11 +4,13 @@
 
 from __future__ import annotations
 
+import json
 import zoneinfo
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
+import orjson
 import pytest
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, models
@@ -45,7 +47,20 @@ def test_only_sqlite_in_utc_takes_the_shortcut(settings: Any) -> None:
     ids=repr,
 )
 def test_a_json_value_is_what_djangos_field_makes_of_it(value: Any) -> None:
+    """The same JSON (on SQLite, orjson's compact text of it: the same value read back)."""
     field = LedgerEntry._meta.get_field("outcome")
+    made, djangos = json_adapter(field, connection)(value), field.get_db_prep_save(value, connection)
+    if connection.vendor == "sqlite":
+        assert made == orjson.dumps(value).decode()
+        assert json.loads(made) == json.loads(djangos) == value
+    else:
+        assert made == djangos
+
+
+def test_what_orjson_will_not_write_goes_to_djangos_adapter() -> None:
+    """A key that is no text and an integer past 64 bits: the standard library's text (keys as text)."""
+    field = LedgerEntry._meta.get_field("outcome")
+    value = {1: "one", "big": 2**70}
     assert json_adapter(field, connection)(value) == field.get_db_prep_save(value, connection)
 
 
