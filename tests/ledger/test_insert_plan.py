@@ -147,13 +147,29 @@ def inserts_of(batch: list[LedgerRecord]) -> list[str]:
     return [q["sql"] for q in queries.captured_queries if "INSERT INTO" in q["sql"]]
 
 
-def test_a_batch_is_one_statement() -> None:
-    """However many rows, one ``INSERT`` (on PostgreSQL, its rows read off one JSON parameter; on SQLite, one
-    row statement that ``executemany`` runs for each)."""
-    batch = [LedgerRecord(**hostile_fields(n)) for n in range(50)]
-    (insert,) = inserts_of(batch)
-    assert ("VALUES" if connection.vendor == "sqlite" else "jsonb_array_elements") in insert
-    assert [stored(r.pk)["request_key"] for r in batch] == [r.request_key for r in batch]
+def test_a_batch_is_one_statement_on_postgresql_and_a_few_on_sqlite() -> None:
+    """PostgreSQL: one ``INSERT`` whose rows it reads off one JSON parameter, however many. SQLite: rows of
+    ``VALUES`` lists, chunks of up to ``MOST_ROWS`` by powers of two (50 rows: 32, 16 and 2)."""
+    batch = records("few", 50)
+    inserts = inserts_of(batch)
+    if connection.vendor == "sqlite":
+        assert [insert.count("), (") + 1 for insert in inserts] == [32, 16, 2]
+    else:
+        (insert,) = inserts
+        assert "jsonb_array_elements" in insert
+    assert_each_row_is_its_own(batch)
+
+
+def test_a_chunk_with_a_datetime_not_in_utc_goes_row_by_row() -> None:
+    """Only the chunk that holds it: the others are still rows of ``VALUES``, and every id is right."""
+    batch = records("mixed", 40)
+    batch[35].deadline = NOW.astimezone(timezone(timedelta(hours=2)))
+    inserts = inserts_of(batch)
+    if connection.vendor == "sqlite":
+        assert [insert.count("), (") + 1 for insert in inserts] == [32, 1]  # the last 8: one executemany
+        assert inserts[1].startswith("8 times: ")
+    assert_each_row_is_its_own(batch)
+    assert stored(batch[35].pk)["deadline"] == batch[35].deadline
 
 
 DATETIMES = ("created", "deadline", "lease_expires", "settled_at")

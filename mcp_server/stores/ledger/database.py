@@ -56,7 +56,7 @@ class DatabaseLedger(Ledger):
     """Rows in ``mcp_server_ledgerentry``; settlement is ``UPDATE ... WHERE state = 'pending'``.
 
     Batches are written with raw statements (:mod:`.insert_plan`: one ``INSERT`` per batch on PostgreSQL,
-    ``executemany`` on SQLite; one ``executemany`` ``UPDATE``), not one ORM call per row.
+    multi-row ``INSERT`` chunks on SQLite; one ``executemany`` ``UPDATE``), not one ORM call per row.
     """
 
     @property
