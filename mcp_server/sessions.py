@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.db.models import Q
 from django.utils import timezone
@@ -32,6 +33,7 @@ from .conf import now as clock_now
 from .core.context import SessionState
 from .core.stores import StoreUnavailable, bounded
 from .models import Session
+from .session_rows import insert_session
 from .wire.errors import INVALID_PARAMS, JSONRPCError
 from .wire.messages import WORKERS_GROUP, EndSession, SessionChanged, to_event
 
@@ -163,7 +165,7 @@ async def acreate_session(
     check_client_metadata(params)
     info = params.get("clientInfo") or {}
     now = timezone.now()
-    return await Session.objects.acreate(
+    session = Session(
         id=new_session_id(),
         server=server,
         protocol_version=protocol_version,
@@ -176,6 +178,8 @@ async def acreate_session(
         last_seen=now,
         client_address=client_address[:100],
     )
+    await sync_to_async(insert_session)(session)
+    return session
 
 
 async def _broadcast(message: EndSession | SessionChanged) -> None:
