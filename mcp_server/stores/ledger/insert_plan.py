@@ -130,7 +130,7 @@ class InsertPlan:
         else:
             self._sql = f"{head} VALUES ({', '.join(['%s'] * len(fields))})"
             self._write = self._write_sequential
-            if json_as_is and getattr(adapt_datetime, "__name__", "") == "sqlite_utc":
+            if json_as_is and _sqlite_in_utc(connection):
                 self._sqlite_rows(head, [field.get_internal_type() for field in fields], connection)
 
     def _sqlite_rows(self, head: str, kinds: list[str], connection: Any) -> None:
@@ -139,7 +139,7 @@ class InsertPlan:
         self._row = "(" + ", ".join(_UTC_TEXT if kind == "DateTimeField" else "%s" for kind in kinds) + ")"
         self._width = len(kinds)
         self._datetimes = [i for i, kind in enumerate(kinds) if kind == "DateTimeField"]
-        self._jsons = [i for i, kind in enumerate(kinds) if kind == "JSONField"]
+        self._json_texts = [(i, convert) for i, convert in self._converted if kinds[i] == "JSONField"]
         limit = connection.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
         self._most_rows = 1 << (max(1, min(MOST_ROWS, limit // self._width)).bit_length() - 1)
         self._statements: dict[int, tuple[str, str]] = {}
@@ -204,15 +204,15 @@ class InsertPlan:
 
     def _row_params(self, records: list[LedgerRecord]) -> list[Any] | None:
         """The parameters of rows ``records``, flat, or ``None`` when they are not all plain values."""
-        rows = list(map(column_values, records))
+        rows = [list(column_values(record)) for record in records]
         if not self._utc_only(rows):
             return None
+        for index, to_text in self._json_texts:  # the JSON columns as their text (json_adapter) first
+            for row in rows:
+                if row[index] is not None:
+                    row[index] = to_text(row[index])
         try:
             plain = orjson.loads(orjson.dumps(rows, option=orjson.OPT_UTC_Z))
-            for index in self._jsons:
-                for row in plain:
-                    if row[index] is not None:
-                        row[index] = orjson.dumps(row[index]).decode()
         except TypeError:  # (orjson.JSONEncodeError) a value orjson will not write
             return None
         return list(chain.from_iterable(plain))
@@ -225,13 +225,9 @@ class InsertPlan:
             statement = self._statements[size] = (text, text.replace("%s", "?"))
         return statement
 
-    def _utc_only(self, rows: list[tuple[Any, ...]]) -> bool:
+    def _utc_only(self, rows: list[list[Any]]) -> bool:
         """Whether every datetime of ``rows`` is an aware UTC one (or ``None``)."""
-        return all(
-            row[i] is None or (type(row[i]) is datetime and row[i].tzinfo is UTC)
-            for row in rows
-            for i in self._datetimes
-        )
+        return all(row[i] is None or _aware_utc(row[i]) for row in rows for i in self._datetimes)
 
     def _write_sequential(self, cursor: Any, records: list[LedgerRecord]) -> range:
         """``executemany``: sqlite3's own loop, which lets go of the interpreter lock at each row's step and
@@ -292,15 +288,26 @@ def datetime_adapter(connection: Any) -> Callable[[Any], Any]:
     (what the ledger's clock gives) goes straight to the text the adapter would make of it
     (``make_naive`` to UTC, then ``str``); any other value goes through the adapter."""
     adapt: Callable[[Any], Any] = connection.ops.adapt_datetimefield_value
-    if connection.vendor != "sqlite" or connection.timezone is not UTC:
+    if not _sqlite_in_utc(connection):
         return adapt
 
     def sqlite_utc(value: Any) -> Any:
-        if type(value) is datetime and value.tzinfo is UTC:  # "+00:00" off its ISO text: str() of naive
+        if _aware_utc(value):  # "+00:00" off its ISO text: str() of naive
             return value.isoformat(" ")[:-6]
         return adapt(value)
 
     return sqlite_utc
+
+
+def _sqlite_in_utc(connection: Any) -> bool:
+    """Whether ``connection`` is SQLite's with its time zone UTC (``USE_TZ``, no database ``TIME_ZONE``:
+    Django's default), where an aware UTC datetime's text is its naive ISO text."""
+    return connection.vendor == "sqlite" and connection.timezone is UTC
+
+
+def _aware_utc(value: Any) -> bool:
+    """Whether ``value`` is a plain ``datetime`` in UTC (what the ledger's clock gives)."""
+    return type(value) is datetime and value.tzinfo is UTC
 
 
 _JSON_PREP = ("get_db_prep_save", "get_db_prep_value", "get_prep_value")
