@@ -142,22 +142,28 @@ _ADDED = frozenset({"resultType", "_meta"})
 """The keys :func:`finish_result` adds to a result."""
 
 
-def _info_key(info: dict[str, Any]) -> tuple[str, str] | str:
-    """What tells one ``serverInfo`` from another: its name and version when that is all it holds (the
-    usual case), else its ``repr``, which reads back to the same value (``server_info`` builds it in one
-    order)."""
-    if info.keys() == {"name", "version"} and type(info["name"]) is str and type(info["version"]) is str:
-        return info["name"], info["version"]
-    return repr(info)
+InfoKey = tuple[tuple[str, str], ...] | str
+"""What tells one ``serverInfo`` from another (:func:`_info_key`)."""
+
+
+def _info_key(info: dict[str, Any]) -> InfoKey:
+    """What tells one ``serverInfo`` from another: its items when every value is text (name, version,
+    title: the usual case), else its ``repr``, which reads back to the same value (``server_info`` builds
+    it in one order)."""
+    items = tuple(info.items())
+    for _key, value in items:
+        if type(value) is not str:
+            return repr(info)
+    return items
 
 
 @lru_cache(maxsize=16)
-def _server_info_passes(version: str, info: tuple[str, str] | str) -> bool:
+def _server_info_passes(version: str, info: InfoKey) -> bool:
     """Whether a result carrying this ``serverInfo`` (its :func:`_info_key`) comes out of the revision's
     schema unchanged (checked once per server info and revision; a result that is more than text blocks is
     always shaped by the schema)."""
     try:
-        value = ast.literal_eval(info) if isinstance(info, str) else {"name": info[0], "version": info[1]}
+        value = ast.literal_eval(info) if isinstance(info, str) else dict(info)
         shaped = {"content": [], "resultType": "complete", "_meta": {SERVER_INFO_KEY: value}}
         return serialize_server_result("tools/call", version, shaped) == shaped
     except (KeyError, ValueError, SyntaxError):

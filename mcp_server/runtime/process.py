@@ -21,6 +21,7 @@ import weakref
 from typing import Any
 
 from channels.layers import get_channel_layer
+from django.apps import apps
 
 from ..conf import mcp_settings
 from ..core.records import LedgerRecord, request_key
@@ -332,7 +333,5 @@ class Runtime(WorkerMessages):
 
 def get_runtime() -> Runtime:
     """This process's runtime, created by the ``mcp_server`` app config at start-up (``AppConfig.ready``)."""
-    from django.apps import apps
-
     runtime: Runtime = getattr(apps.get_app_config("mcp_server"), "runtime")  # noqa: B009
     return runtime

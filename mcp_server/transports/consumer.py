@@ -107,7 +107,7 @@ class MCPConsumer(AsyncConsumer):  # type: ignore[misc]
         # (which ends a GET stream and cancels a 2026-07-28 request), from the moment the exchange waits
         # (:meth:`watch_disconnect`): a request answered at once has nothing to be cancelled.
         self._receive = receive
-        self.task = serving = asyncio.ensure_future(self._serve(body))
+        self.task = serving = asyncio.get_running_loop().create_task(self._serve(body))
         try:
             await asyncio.shield(serving)
         finally:

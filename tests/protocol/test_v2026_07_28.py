@@ -175,5 +175,7 @@ def test_a_server_info_is_vouched_for_once_it_passes_the_schema_as_it_is() -> No
     assert isinstance(key, str)
     assert ast.literal_eval(key) == info
     assert _server_info_passes("2026-07-28", key)
-    assert _info_key({"name": "demo", "version": "1.0"}) == ("demo", "1.0")
+    plain = {"name": "demo", "version": "1.0", "title": "Démo"}
+    assert _info_key(plain) == (("name", "demo"), ("version", "1.0"), ("title", "Démo"))
+    assert _server_info_passes("2026-07-28", _info_key(plain))
     assert not _server_info_passes("2026-07-28", "not a literal (")

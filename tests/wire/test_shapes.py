@@ -208,7 +208,7 @@ def test_call_params_the_schema_may_refuse_are_left_to_it(version: str, params: 
 
 
 def test_a_remembered_meta_is_told_apart_from_a_near_copy() -> None:
-    """The key is the decoded value's ``repr``: ``"1"`` and ``1`` are different metas."""
+    """The key reads back to the decoded value: ``"1"`` and ``1`` are different metas."""
     good = {
         "name": "echo",
         "_meta": {**MODERN_META, "io.modelcontextprotocol/clientInfo": {"name": "a", "version": "1"}},
@@ -220,6 +220,20 @@ def test_a_remembered_meta_is_told_apart_from_a_near_copy() -> None:
     assert is_plain_call_params(good, MODERN)
     assert not _schema_accepts(MODERN, bad)
     assert not is_plain_call_params(bad, MODERN)
+
+
+def test_the_meta_key_reads_back_to_the_value_and_to_no_other() -> None:
+    """orjson's JSON is the key unless it cannot tell values apart (NaN and ``None`` both come out
+    ``null``) or refuses one (an integer past 64 bits): then the ``repr``, which can."""
+    from mcp_server.wire.shapes import _faithful_text
+
+    keys = [_faithful_text({"v": value}) for value in (1, 1.0, True, "1", None, float("nan"), 2**70)]
+    assert len(set(keys)) == len(keys)
+    assert isinstance(keys[0], bytes)
+    assert all(isinstance(key, str) for key in keys[4:])  # null in the JSON, or refused by orjson
+    with_null = {**MODERN_META, "io.modelcontextprotocol/clientInfo": {"name": "a", "version": None}}
+    assert not _schema_accepts(MODERN, {"name": "echo", "_meta": with_null})
+    assert not is_plain_call_params({"name": "echo", "_meta": with_null}, MODERN)
 
 
 def test_a_large_meta_is_validated_each_time_not_remembered() -> None:
