@@ -39,7 +39,7 @@ def is_sessionless_post(headers: Headers, body: bytes) -> bool:
     """Whether a POST belongs to the 2026 era (the body is only parsed when it names the envelope key)."""
     if is_sessionless_header(headers.get("mcp-protocol-version")):
         return True
-    if _MARKER not in body:
+    if body.find(_MARKER) == -1:  # (find, not in: see wire.jsonrpc.dumps)
         return False
     try:
         payload = decode_body(body)
