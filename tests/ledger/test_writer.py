@@ -252,6 +252,65 @@ async def test_a_failed_store_keeps_the_batch_queued(
     assert await pending_pks(ledger) == []
 
 
+async def test_settled_records_are_handed_as_they_are_pending_ones_as_copies(
+    ledger: Instrumented, new_writer: Any
+) -> None:
+    """Nothing changes a settled record, and both backends change nothing of a record but its pk: the
+    writer's thread gets the record itself (no copy made on the event loop). A pending one may settle while
+    its batch is written: that thread gets a copy."""
+    assert ledger.sets_only_pk
+    writer: LedgerWriter = new_writer()
+    done, running, later = record("s1", 1), record("s1", 2), record("s1", 3)
+    for rec in (done, running, later):
+        await writer.opened(rec)
+    await writer.settled(settle(done))
+    await writer.flush()
+    inserts, _updates = ledger.handed[-1]
+    assert id(done) in inserts
+    assert id(running) not in inserts and id(later) not in inserts
+    assert done.pk is not None and running.pk is not None
+    await writer.settled(settle(running))
+    await writer.flush()
+    assert ledger.handed[-1] == ([], [id(running)])
+    assert await stored_state(ledger, done) == "answered"
+    assert await stored_state(ledger, running) == "answered"
+    assert await pending_pks(ledger) == [later.pk]
+
+
+async def test_a_write_that_fails_after_its_rows_leaves_no_pk_behind(ledger: Instrumented, new_writer: Any) -> None:
+    """A settled record handed as it is gets its pk during the write; a write that fails before its commit
+    takes that pk back, and the record is written again, once."""
+    writer: LedgerWriter = new_writer()
+    rec = record("s1", 1)
+    await writer.opened(rec)
+    await writer.settled(settle(rec))
+    ledger.fail_after = 1
+    with pytest.raises(ledger.error):
+        await writer.flush()
+    assert rec.pk is None
+    assert len(writer) == 1
+    await writer.flush()
+    assert rec.pk is not None
+    assert await stored_state(ledger, rec) == "answered"
+    if isinstance(ledger, InstrumentedDatabase):  # (the cache keeps what it was sent before the failure)
+        from mcp_server.models import LedgerEntry
+
+        assert await LedgerEntry.objects.filter(request_key=rec.request_key).acount() == 1
+
+
+async def test_a_site_ledger_that_changes_records_is_always_handed_copies(
+    ledger: Instrumented, new_writer: Any
+) -> None:
+    ledger.sets_only_pk = False
+    writer: LedgerWriter = new_writer()
+    rec = record("s1", 1)
+    await writer.opened(rec)
+    await writer.settled(settle(rec))
+    await writer.flush()
+    assert ledger.handed[-1][0] and id(rec) not in ledger.handed[-1][0]
+    assert await stored_state(ledger, rec) == "answered"
+
+
 async def test_the_background_loop_retries_until_the_ledger_converges(
     ledger: Instrumented, new_writer: Any
 ) -> None:

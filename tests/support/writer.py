@@ -44,6 +44,10 @@ class Instrumented(Ledger):
         self.started = threading.Event()
         self.attempts: list[float] = []
         self.committing = threading.local()  # .active: this thread is inside write_claimed
+        self.handed: list[tuple[list[int], list[int]]] = []
+        """The ids of the objects each batch was handed (inserts, updates)."""
+        self.fail_after = 0
+        """Batches to fail once written, before their commit (``fail`` fails them before anything)."""
 
     def write_batch(self, inserts: list[LedgerRecord], updates: list[LedgerRecord]) -> list[LedgerRecord]:
         self.attempts.append(time.monotonic())
@@ -54,7 +58,11 @@ class Instrumented(Ledger):
         if self.gate is not None:
             assert self.gate.wait(10)
         self.batches.append(([str(r.state) for r in inserts], [str(r.state) for r in updates]))
+        self.handed.append(([id(r) for r in inserts], [id(r) for r in updates]))
         refused = super().write_batch(inserts, updates)
+        if self.fail_after:
+            self.fail_after -= 1
+            raise self.error("injected: the store went away before the commit")
         if not getattr(
             self.committing, "active", False
         ):  # inside write_claimed: counted once its transaction has committed

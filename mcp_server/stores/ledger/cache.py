@@ -38,6 +38,8 @@ CHUNK = 500
 class CacheLedger(Ledger):
     """Ledger records kept in ``caches[OPTIONS["CACHE_ALIAS"]]`` (default ``"default"``)."""
 
+    sets_only_pk = True  # (write_batch sets each inserted record's pk, and on a refusal clears it)
+
     prefix = "mcp:ledger:"
 
     @cached_property

@@ -59,6 +59,8 @@ class DatabaseLedger(Ledger):
     multi-row ``INSERT`` chunks on SQLite; one ``executemany`` ``UPDATE``), not one ORM call per row.
     """
 
+    sets_only_pk = True  # (write_batch sets each inserted record's pk, and on a refusal clears it)
+
     @property
     def model(self) -> Any:
         from ...models import LedgerEntry
