@@ -60,6 +60,7 @@ def _seconds(seconds: float) -> timedelta:
     settings on every request; making one from a float costs ~3,000 instructions)."""
     return timedelta(seconds=seconds)
 
+
 logger = logging.getLogger("mcp_server.requests")
 
 EARLY_CANCEL_WINDOW = 30.0

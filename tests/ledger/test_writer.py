@@ -267,8 +267,10 @@ async def test_settled_records_are_handed_as_they_are_pending_ones_as_copies(
     await writer.flush()
     inserts, _updates = ledger.handed[-1]
     assert id(done) in inserts
-    assert id(running) not in inserts and id(later) not in inserts
-    assert done.pk is not None and running.pk is not None
+    assert id(running) not in inserts
+    assert id(later) not in inserts
+    assert done.pk is not None
+    assert running.pk is not None
     await writer.settled(settle(running))
     await writer.flush()
     assert ledger.handed[-1] == ([], [id(running)])
@@ -277,7 +279,9 @@ async def test_settled_records_are_handed_as_they_are_pending_ones_as_copies(
     assert await pending_pks(ledger) == [later.pk]
 
 
-async def test_a_write_that_fails_after_its_rows_leaves_no_pk_behind(ledger: Instrumented, new_writer: Any) -> None:
+async def test_a_write_that_fails_after_its_rows_leaves_no_pk_behind(
+    ledger: Instrumented, new_writer: Any
+) -> None:
     """A settled record handed as it is gets its pk during the write; a write that fails before its commit
     takes that pk back, and the record is written again, once."""
     writer: LedgerWriter = new_writer()
@@ -307,7 +311,8 @@ async def test_a_site_ledger_that_changes_records_is_always_handed_copies(
     await writer.opened(rec)
     await writer.settled(settle(rec))
     await writer.flush()
-    assert ledger.handed[-1][0] and id(rec) not in ledger.handed[-1][0]
+    assert ledger.handed[-1][0]
+    assert id(rec) not in ledger.handed[-1][0]
     assert await stored_state(ledger, rec) == "answered"
 
 
