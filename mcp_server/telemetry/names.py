@@ -29,6 +29,7 @@ __all__ = [
     "method_label",
     "name_label",
     "outcome_label",
+    "settlement_labels",
 ]
 
 BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
@@ -115,3 +116,17 @@ def outcome_label(state: str, code: str | None, error_type: str | None) -> str:
     if outcome == "answered" and (code is not None or error_type is not None):
         return "error"
     return outcome
+
+
+def settlement_labels(
+    method: str, name: str, state: str, response: dict[str, Any] | None
+) -> tuple[str, str, str]:
+    """``(method, name, outcome)`` labels of a settlement (:func:`method_label`, :func:`name_label`,
+    :func:`outcome_label` of what :func:`classify` says). A result answered, not a tool error (most
+    settlements), is told without classifying: ``(method, name, "answered")``."""
+    if state == _ANSWERED_STATE and response is not None and "error" not in response:
+        result = response.get("result")
+        if method != "tools/call" or not isinstance(result, dict) or result.get("isError") is not True:
+            return method, name, "answered"
+    code, error_type, _ = classify(method, state, response)
+    return method_label(method, code), name_label(name, code), outcome_label(state, code, error_type)

@@ -33,7 +33,7 @@ from ..conf import now as clock_now
 from ..core.records import LedgerRecord
 from ..wire.jsonrpc import RequestId
 from . import RequestSpan, RequestTelemetry, WriterView
-from .names import BUCKETS, OTHER, SERIES_LIMIT, classify, method_label, name_label, outcome_label
+from .names import BUCKETS, OTHER, SERIES_LIMIT, settlement_labels
 
 __all__ = [
     "LABELS",
@@ -153,10 +153,9 @@ class PrometheusRequest:
         if self._inner is not None:
             self._inner.end(state, response)
         try:
-            code, error_type, _ = classify(self.method, state, response)
-            outcome = outcome_label(state, code, error_type)
-            method, name = method_label(self.method, code), name_label(self.name, code)
-            counter, histogram = self._instruments.children(method, name, outcome)
+            counter, histogram = self._instruments.children(
+                *settlement_labels(self.method, self.name, state, response)
+            )
             counter.inc()
             histogram.observe(time.monotonic() - self.started)
         except Exception:  # telemetry never stands in the way of a settlement

@@ -20,7 +20,14 @@ from mcp_server.runtime.writer import LedgerWriter
 from mcp_server.stores.ledger.cache import CacheLedger
 from mcp_server.telemetry import load_telemetry
 from mcp_server.telemetry import prometheus as prometheus_module
-from mcp_server.telemetry.names import BUCKETS
+from mcp_server.telemetry.names import (
+    BUCKETS,
+    classify,
+    method_label,
+    name_label,
+    outcome_label,
+    settlement_labels,
+)
 from mcp_server.telemetry.prometheus import (
     Instruments,
     PrometheusRequest,
@@ -133,6 +140,34 @@ async def test_past_the_series_limit_new_pairs_are_counted_as_other(
     assert tools == ["_OTHER", "tool_0", "tool_1", "tool_2"]
     assert measured.count("_OTHER", "_OTHER") == 7
     assert measured.count("tools/call", "tool_0") == 1
+
+
+SETTLEMENTS = [
+    ("tools/call", "echo", "answered", {"result": {"content": []}}),
+    ("tools/call", "echo", "answered", {"result": {"content": [], "isError": True}}),
+    ("tools/call", "echo", "answered", {"result": {"content": [], "isError": "yes"}}),
+    ("tools/call", "echo", "answered", {"result": "not an object"}),
+    ("prompts/get", "p", "answered", {"result": {"isError": True}}),
+    ("tools/call", "nope", "answered", {"error": {"code": -32602, "message": "Unknown tool"}}),
+    ("made/up", "", "answered", {"error": {"code": -32601, "message": "Method not found"}}),
+    ("tools/call", "echo", "answered", {"error": {"code": -32603, "message": "Internal error"}}),
+    ("tools/call", "echo", "answered", {"result": {}, "error": {"code": -32603, "message": "both"}}),
+    ("tools/call", "echo", "timed_out", {"error": {"code": -32001, "message": "Request timed out"}}),
+    ("tools/call", "echo", "rate_limited", {"result": {"content": [], "isError": True}}),
+    ("tools/call", "echo", "cancelled", None),
+    ("tools/call", "echo", "closed", {"error": {"code": -32000, "message": "Connection closed"}}),
+]
+
+
+@pytest.mark.parametrize(("method", "name", "state", "response"), SETTLEMENTS)
+def test_the_labels_of_a_plain_answer_are_what_its_classification_gives(
+    method: str, name: str, state: str, response: dict[str, Any] | None
+) -> None:
+    """``settlement_labels`` tells a plain answer without classifying it: the same labels as the whole
+    classification, whatever the settlement."""
+    code, error_type, _ = classify(method, state, response)
+    expected = (method_label(method, code), name_label(name, code), outcome_label(state, code, error_type))
+    assert settlement_labels(method, name, state, response) == expected
 
 
 def test_a_settlement_reuses_its_series() -> None:
