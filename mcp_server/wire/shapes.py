@@ -107,13 +107,21 @@ def is_plain_call_params(params: dict[str, Any], version: str) -> bool:
     return text is not None and len(text) <= _KEPT_META_CHARACTERS and _meta_passes(version, text)
 
 
+_NOT_JSON_TYPES = (
+    orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+"""orjson refuses these (no ``default``) rather than write them as text or an object."""
+
+
 def _faithful_text(value: dict[str, Any]) -> bytes | str | None:
     """A text that reads back to ``value`` (decoded JSON) and to nothing else: ``"1"`` and ``1``, ``1.0``
     and ``1``, ``true`` and ``1`` differ. orjson's JSON (a tenth of ``repr``'s cost) unless it holds
     ``null`` (orjson writes NaN and the infinities as ``null`` too) or orjson refuses the value (an integer
-    past 64 bits, a lone surrogate); then the ``repr``. ``None``: nested too deep to write."""
+    past 64 bits, a lone surrogate) or would write it as another type's JSON (a datetime, a dataclass, a
+    subclass of a JSON type: values no JSON decoder makes); then the ``repr``. ``None``: nested too deep to
+    write."""
     try:
-        data = orjson.dumps(value)
+        data = orjson.dumps(value, option=_NOT_JSON_TYPES)
     except TypeError:  # (orjson.JSONEncodeError)
         pass
     else:

@@ -3,6 +3,7 @@ unchanged: each fast answer is held to the model's own."""
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import pytest
@@ -231,6 +232,13 @@ def test_the_meta_key_reads_back_to_the_value_and_to_no_other() -> None:
     assert len(set(keys)) == len(keys)
     assert isinstance(keys[0], bytes)
     assert all(isinstance(key, str) for key in keys[4:])  # null in the JSON, or refused by orjson
+
+    class Text(str):
+        pass
+
+    when = datetime.datetime(2026, 12, 6, tzinfo=datetime.UTC)
+    assert _faithful_text({"v": Text("x")}) == repr({"v": Text("x")})
+    assert _faithful_text({"v": when}) == repr({"v": when})
     with_null = {**MODERN_META, "io.modelcontextprotocol/clientInfo": {"name": "a", "version": None}}
     assert not _schema_accepts(MODERN, {"name": "echo", "_meta": with_null})
     assert not is_plain_call_params({"name": "echo", "_meta": with_null}, MODERN)
