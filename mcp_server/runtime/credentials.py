@@ -40,6 +40,9 @@ class CredentialWatches:
             if watch.user_id is not None and str(watch.user_id) == str(user_id):
                 watch.wake.set()
                 count += 1
+        # (an announcement is rare: a token revoked, a user deactivated or given a new password; the log
+        # tells a stream that outlived one whether this worker heard of it)
+        logger.info("a credential of user %s changed: %d open stream(s) checked now", user_id, count)
         return count
 
     def watch(self, scope: dict[str, Any], user: Any, auth: Any, end: End) -> asyncio.Task[None] | None:

@@ -28,7 +28,9 @@ def token_scope(plain: str) -> dict[str, Any]:
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_change_announced_for_a_user_rechecks_that_user_s_streams_alone(settings: Any) -> None:
+async def test_a_change_announced_for_a_user_rechecks_that_user_s_streams_alone(
+    settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     """``poke`` (a ``CredentialChanged`` heard) checks at once every stream of the user named, and says how
     many: those whose credential no longer works end, the others stay; another user's streams wait for the
     periodic check, even with their own token revoked meanwhile."""
@@ -58,7 +60,9 @@ async def test_a_change_announced_for_a_user_rechecks_that_user_s_streams_alone(
     try:
         now = timezone.now()
         await AccessToken.objects.filter(pk__in=[revoked.pk, other.pk]).aupdate(revoked_at=now)
-        assert watches.poke(ann.pk) == 2
+        with caplog.at_level("INFO", logger="mcp_server.auth"):
+            assert watches.poke(ann.pk) == 2
+        assert f"a credential of user {ann.pk} changed: 2 open stream(s)" in caplog.text  # (heard: logged)
         assert tasks[0] is not None
         await asyncio.wait_for(tasks[0], ENDS_WITHIN)  # ended through its callback, then returned
         assert ended["revoked"].is_set()
