@@ -22,6 +22,7 @@ from mcp_types.jsonrpc import (
 from pydantic import ValidationError
 
 from .errors import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, JSONRPCError
+from .exact import exact_json
 from .shapes import is_plain_request
 
 __all__ = [
@@ -73,13 +74,6 @@ def _refuse_constant(name: str) -> Any:
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
 
 
-_ORJSON_OPTIONS = (
-    orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
-)
-"""What orjson must not encode its own way: datetimes, dataclasses and subclasses of the JSON types are
-left to the standard library (which refuses the first two, and encodes the last as their base type)."""
-
-
 def _orjson_natives(value: Any) -> Any:
     """What the standard library writes for the two types orjson always encodes: a UUID as its text, an
     enum member as its value (so both encoders agree on them); any other type is refused."""
@@ -99,13 +93,8 @@ def dumps(message: Any) -> bytes:
     key, a surrogate, nesting past 254), and any value holding ``null`` (orjson writes NaN and the
     infinities as ``null``, where they must be refused), is encoded by the standard library, which decides:
     the bytes are what ``json.dumps`` makes of the value, or its error is raised."""
-    try:
-        data = orjson.dumps(message, option=_ORJSON_OPTIONS)
-    except TypeError:  # orjson.JSONEncodeError
-        return _std_dumps(message)
-    # (bytes.find, not ``in``: on bytes, ``in`` first tries its operand as an integer, raising and
-    # formatting a TypeError every time: ~2,000 instructions)
-    return _std_dumps(message) if data.find(b"null") != -1 else data
+    data = exact_json(message)
+    return _std_dumps(message) if data is None else data
 
 
 def _std_dumps(message: Any) -> bytes:

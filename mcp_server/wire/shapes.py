@@ -17,6 +17,7 @@ import orjson
 from mcp_types.methods import serialize_server_result, validate_client_request
 from pydantic import ValidationError
 
+from .exact import exact_json
 from .versions import is_sessionless_version
 
 __all__ = [
@@ -107,26 +108,16 @@ def is_plain_call_params(params: dict[str, Any], version: str) -> bool:
     return text is not None and len(text) <= _KEPT_META_CHARACTERS and _meta_passes(version, text)
 
 
-_NOT_JSON_TYPES = (
-    orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
-)
-"""orjson refuses these (no ``default``) rather than write them as text or an object."""
-
-
 def _faithful_text(value: dict[str, Any]) -> bytes | str | None:
     """A text that reads back to ``value`` (decoded JSON) and to nothing else: ``"1"`` and ``1``, ``1.0``
-    and ``1``, ``true`` and ``1`` differ. orjson's JSON (a tenth of ``repr``'s cost) unless it holds
-    ``null`` (orjson writes NaN and the infinities as ``null`` too) or orjson refuses the value (an integer
-    past 64 bits, a lone surrogate) or would write it as another type's JSON (a datetime, a dataclass, a
-    subclass of a JSON type: values no JSON decoder makes); then the ``repr``. ``None``: nested too deep to
-    write."""
-    try:
-        data = orjson.dumps(value, option=_NOT_JSON_TYPES)
-    except TypeError:  # (orjson.JSONEncodeError)
-        pass
-    else:
-        if data.find(b"null") == -1:  # (find, not in: see jsonrpc.dumps)
-            return data
+    and ``1``, ``true`` and ``1`` differ. orjson's JSON (:func:`~mcp_server.wire.exact.exact_json`, a
+    tenth of ``repr``'s cost) where it is exact, else the ``repr``: a ``null`` in it (NaN and the
+    infinities write so too), or a value orjson refuses (an integer past 64 bits, a lone surrogate, a
+    datetime, a dataclass, a subclass of a JSON type: the last three no JSON decoder makes). ``None``:
+    nested too deep to write."""
+    data = exact_json(value)
+    if data is not None:
+        return data
     try:
         return repr(value)
     except RecursionError:
