@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
 
-from .signature import HandlerSignature
+from .signature import HandlerSignature, call_handler
 
 __all__ = ["Permission", "RegisteredHandler", "allowed"]
 
@@ -47,6 +47,15 @@ class RegisteredHandler:
         )
         if self.description is None and self.fn.__doc__:
             self.description = " ".join(self.fn.__doc__.strip().split("\n\n")[0].split())
+
+    def run(self, kwargs: dict[str, Any]) -> Awaitable[Any]:
+        """The handler called with ``kwargs`` (bound by its signature): an async handler's coroutine as it
+        is (its kind was read at registration), a sync one run by :func:`call_handler` in a worker thread."""
+        fn, signature = self.fn, self.signature
+        if fn is signature.fn and signature.is_async:
+            awaitable: Awaitable[Any] = fn(**kwargs)
+            return awaitable
+        return call_handler(fn, **kwargs)
 
     def takes_free_arguments(self) -> bool:
         """Whether the handler may take ``**kwargs`` (see ``HandlerSignature``); tools with an explicit

@@ -11,7 +11,6 @@ from pydantic import BaseModel, ValidationError
 from ..wire.errors import INVALID_PARAMS, JSONRPCError
 from .entries import RegisteredHandler
 from .results import dump, to_content
-from .signature import call_handler
 
 __all__ = ["Prompt"]
 
@@ -42,7 +41,7 @@ class Prompt(RegisteredHandler):
         except ValidationError as exc:
             detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
             raise JSONRPCError(INVALID_PARAMS, f"Invalid arguments for prompt {self.name}: {detail}") from exc
-        value = await call_handler(self.fn, **kwargs)
+        value = await self.run(kwargs)
         if isinstance(value, mt.GetPromptResult):
             return dump(value)
         items = value if isinstance(value, list) else [value]

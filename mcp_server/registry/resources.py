@@ -13,7 +13,6 @@ from pydantic import ValidationError
 from ..wire.errors import INVALID_PARAMS, JSONRPCError
 from .entries import RegisteredHandler
 from .results import dump, to_json_text
-from .signature import call_handler
 
 __all__ = ["Resource", "compile_template"]
 
@@ -91,7 +90,7 @@ class Resource(RegisteredHandler):
             raise JSONRPCError(
                 INVALID_PARAMS, f"Invalid resource URI {uri}: {exc.errors()[0]['msg']}"
             ) from exc
-        value = await call_handler(self.fn, **kwargs)
+        value = await self.run(kwargs)
         return {"contents": self.to_contents(uri, value)}
 
     def to_contents(self, uri: str, value: Any) -> list[dict[str, Any]]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +15,6 @@ from ..wire.v2026_07_28 import header_params, invalid_x_mcp_header
 from .apps import check_visibility
 from .entries import RegisteredHandler
 from .results import _jsonable, dump, output_schema_for, to_content
-from .signature import call_handler
 
 __all__ = ["Tool"]
 
@@ -121,7 +119,7 @@ class Tool(RegisteredHandler):
         except ValidationError as exc:
             return self._error(f"Invalid arguments for tool {self.name}: {_validation_message(exc)}")
         try:
-            value = await self._run(kwargs)
+            value = await self.run(kwargs)
         except (ToolError, JSONRPCError) as exc:
             if isinstance(exc, JSONRPCError):
                 raise
@@ -133,15 +131,6 @@ class Tool(RegisteredHandler):
             detail = f"{type(exc).__name__}: {exc}" if mcp_settings.ERROR_DETAIL else "internal error"
             return self._error(f"Error executing tool {self.name}: {detail}")
         return self.to_result(value)
-
-    def _run(self, kwargs: dict[str, Any]) -> Awaitable[Any]:
-        """The handler's run: an async handler's coroutine as it is (its kind was read at registration),
-        else :func:`call_handler`'s."""
-        fn, signature = self.fn, self.signature
-        if fn is signature.fn and signature.is_async:
-            awaitable: Awaitable[Any] = fn(**kwargs)
-            return awaitable
-        return call_handler(fn, **kwargs)
 
     def to_result(self, value: Any) -> dict[str, Any]:
         """A ``CallToolResult`` for a returned value; ``None`` is a result with empty content."""
