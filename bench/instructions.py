@@ -18,7 +18,6 @@ Each server runs some 50 times slower under Valgrind: a row of 2000 calls takes 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -30,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.compare import ours_env  # noqa: E402
+from bench.compare import Server, load, ours_env  # noqa: E402
 from bench.rows import ROWS, Row  # noqa: E402
 from tests.support.live import free_port, stop_process, wait_for_port  # noqa: E402
 
@@ -38,14 +37,6 @@ __all__ = ["count_instructions"]
 
 STARTUP_SECONDS = 600.0
 """How long a server may take to start under Valgrind (Django's set-up runs ~50 times slower)."""
-
-
-def _loadgen(port: int, row: Row, requests: int) -> dict[str, float]:
-    command = [sys.executable, str(ROOT / "bench" / "loadgen.py"), "--url", f"http://127.0.0.1:{port}/mcp"]
-    command += ["--concurrency", str(row.concurrency), "--requests", str(requests), "--era", row.era]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True)
-    figures: dict[str, float] = json.loads(done.stdout)
-    return figures
 
 
 def _control(pid: int, *arguments: str) -> None:
@@ -62,26 +53,28 @@ def _total(out: Path) -> int:
     return total
 
 
-def count_instructions(server: str, row: Row, requests: int, workdir: Path) -> tuple[float, float]:
-    """``(instructions per request, requests answered)`` of ``server`` (``ours`` or ``sdk``) on ``row``."""
+def count_instructions(which: str, row: Row, requests: int, workdir: Path) -> tuple[float, float]:
+    """``(instructions per request, requests answered)`` on ``row`` of one server: ``which`` is ``ours``
+    or ``sdk``."""
     port = free_port()
-    if server == "ours":
+    if which == "ours":
         env = ours_env(workdir, row.mode, None, None, f"{row.name}-ours")
         app = "project.asgi:application"
     else:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         app = f"bench.sdk_server:{row.sdk_app}_app"
-    out = workdir / f"{row.name}-{server}.callgrind"
+    out = workdir / f"{row.name}-{which}.callgrind"
     command = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
     command += [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port)]
     command += ["--log-level", "warning", "--no-access-log"]
-    with (workdir / f"{row.name}-{server}.log").open("wb") as log:
+    with (workdir / f"{row.name}-{which}.log").open("wb") as log:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_for_port(port, process, timeout=STARTUP_SECONDS)
-        _loadgen(port, row, max(200, requests // 10))  # warm-up, not counted
+        server = Server(which, process, port)
+        load(server, row.concurrency, max(200, requests // 10), era=row.era)  # warm-up, not counted
         _control(process.pid, "-i", "on")
-        figures = _loadgen(port, row, requests)
+        figures = load(server, row.concurrency, requests, era=row.era)
         time.sleep(0.5)  # the ledger writer's last batch (written every 50 ms) lands inside the count
         _control(process.pid, "-i", "off")
         _control(process.pid, "-d")  # written now: a server slow to stop is killed, which writes nothing
