@@ -18,6 +18,7 @@ from mcp_types.methods import serialize_server_result, validate_client_request
 from pydantic import ValidationError
 
 from .exact import exact_json
+from .meta_key import schema_part
 from .versions import is_sessionless_version
 
 __all__ = [
@@ -89,7 +90,8 @@ def is_plain_call_params(params: dict[str, Any], version: str) -> bool:
     the usual shape: a ``str`` name, ``arguments`` an object or absent, none of the fields that have models
     of their own (``task``, ``inputResponses``, ``requestState``), and a ``_meta`` the schema accepted
     before (each distinct one is validated once, then remembered; the revision's other fields are
-    independent of it and unknown keys are ignored). ``False`` leaves the request to the schema, which
+    independent of it and unknown keys are ignored: a ``_meta`` is remembered by the part the schema reads,
+    :func:`~mcp_server.wire.meta_key.schema_part`). ``False`` leaves the request to the schema, which
     then accepts it or says why not."""
     if type(params.get("name")) is not str:
         return False
@@ -104,7 +106,7 @@ def is_plain_call_params(params: dict[str, Any], version: str) -> bool:
     meta = params["_meta"]
     if type(meta) is not dict:
         return False
-    text = _faithful_text(meta)
+    text = _faithful_text(schema_part(meta, version))  # what the schema reads of it: see wire.meta_key
     return text is not None and len(text) <= _KEPT_META_CHARACTERS and _meta_passes(version, text)
 
 
