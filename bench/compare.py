@@ -122,11 +122,13 @@ def load(
     bearer: str | None = None,
     era: str = "2025",
     handshakes: bool = False,
+    tool: str = "echo",
 ) -> dict[str, Any]:
-    """One ``bench/loadgen.py`` run against ``server``, and the server's CPU time per request over it."""
+    """One ``bench/loadgen.py`` run against ``server`` (``tools/call`` of ``tool``), and the server's CPU
+    time per request over it."""
     cpu_before = server.cpu_seconds()
     command = [sys.executable, str(ROOT / "bench" / "loadgen.py"), "--url", server.url]
-    command += ["--concurrency", str(concurrency), "--requests", str(requests), "--era", era]
+    command += ["--concurrency", str(concurrency), "--requests", str(requests), "--era", era, "--tool", tool]
     command += ["--bearer", bearer] if bearer else []
     command += ["--handshakes"] if handshakes else []
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True)
@@ -143,16 +145,18 @@ def compare(
     rounds: int,
     era: str = "2025",
     handshakes: bool = False,
+    tool: str = "echo",
 ) -> dict[str, dict[str, float]]:
     """Median figures of each server over ``rounds`` rounds (after one warm-up each), the order of the
     servers rotating from one round to the next."""
     for server in servers:
-        load(server, concurrency, max(200, requests // 5), era=era, handshakes=handshakes)
+        load(server, concurrency, max(200, requests // 5), era=era, handshakes=handshakes, tool=tool)
     runs: dict[str, list[dict[str, Any]]] = {server.label: [] for server in servers}
     for n in range(rounds):
         shift = n % len(servers)
         for server in servers[shift:] + servers[:shift]:
-            runs[server.label].append(load(server, concurrency, requests, era=era, handshakes=handshakes))
+            figures = load(server, concurrency, requests, era=era, handshakes=handshakes, tool=tool)
+            runs[server.label].append(figures)
     summary: dict[str, dict[str, float]] = {}
     for label, results in runs.items():
         summary[label] = {
@@ -231,7 +235,7 @@ def run_row(bench: Bench, row: Row) -> Outcome:
     args = bench.args
     requests = args.requests if row.concurrency > 1 else max(300, args.requests // 5)
     handshakes = row.kind == "handshakes"
-    summary = compare([ours, sdk], row.concurrency, requests, args.rounds, row.era, handshakes)
+    summary = compare([ours, sdk], row.concurrency, requests, args.rounds, row.era, handshakes, row.tool)
     outcome = Outcome(row, summary[ours.label], summary[sdk.label])
     print_outcome(outcome, ours.label, sdk.label)
     return outcome

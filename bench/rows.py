@@ -34,6 +34,7 @@ class Row:
     concurrency: int
     era: str = "2025"  # 2025: a session per connection; 2026: 2026-07-28 requests, no handshake
     kind: str = "calls"  # calls (tools/call echo), handshakes (initialize + initialized) or memory
+    tool: str = "echo"  # the tool called: echo (async def on both servers) or echo_sync (a plain def)
 
     @property
     def unit(self) -> str:
@@ -44,6 +45,15 @@ ROWS = (
     Row("c16", "tools/call, 2025-11-25 sessions, c16: auto vs SDK JSON", "auto", "json", 16),
     Row(
         "c16-2026", "tools/call, 2026-07-28 (no handshake), c16: auto vs SDK JSON", "auto", "json", 16, "2026"
+    ),
+    Row(
+        "c16-sync",
+        "tools/call of a sync handler (def, not async def), 2026-07-28, c16: auto vs SDK JSON",
+        "auto",
+        "json",
+        16,
+        "2026",
+        tool="echo_sync",
     ),
     Row("json", "tools/call, 2025-11-25 sessions, c16: json vs SDK JSON", "json", "json", 16),
     Row("sse", "tools/call, 2025-11-25 sessions, c16: sse vs SDK SSE", "sse", "sse", 16),

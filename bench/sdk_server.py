@@ -28,6 +28,11 @@ def _server() -> MCPServer[Any]:
         """Echo the text back."""
         return text
 
+    @server.tool()
+    def echo_sync(text: str) -> str:
+        """Echo the text back, from a sync handler (the SDK runs it in a worker thread, as this project)."""
+        return text
+
     return server
 
 

@@ -18,6 +18,12 @@ async def echo(text: str) -> str:
 
 
 @mcp.tool
+def echo_sync(text: str) -> str:
+    """Return the text unchanged, from a sync handler (a worker thread): ``bench/compare.py``'s c16-sync."""
+    return text
+
+
+@mcp.tool
 async def slow(seconds: float = 30.0) -> str:
     """Sleep, then answer (used for cancels, deadlines and session ends)."""
     await asyncio.sleep(seconds)
