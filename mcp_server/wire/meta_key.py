@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import types
 import typing
+from collections.abc import Mapping
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
 from mcp_types.methods import CLIENT_REQUESTS
@@ -32,38 +34,21 @@ _STAND_INS: dict[type, object] = {str: "", int: 0}
 
 def schema_part(meta: dict[str, Any], version: str) -> dict[str, Any]:
     """``meta`` with what the schema of ``tools/call`` at ``version`` does not read set aside (see the
-    module), or ``meta`` itself when nothing is (or when the schema is not one this understands)."""
+    module); ``meta`` itself when the schema is not one this understands."""
     typed = typed_keys(version)
     if typed is None:
         return meta
-    part: dict[str, Any] | None = None
+    part: dict[str, Any] = {}
     for key, value in meta.items():
         accepted = typed.get(key)
         if accepted is None:  # an extra: kept unread
-            if part is None:
-                part = _up_to(meta, key, typed)
             continue
-        if type(value) in accepted:  # any value of its type passes
-            value = _STAND_INS[type(value)]
-            if part is None:
-                part = _up_to(meta, key, typed)
-        if part is not None:
-            part[key] = value
-    return meta if part is None else part
-
-
-def _up_to(meta: dict[str, Any], stop: str, typed: dict[str, frozenset[type]]) -> dict[str, Any]:
-    """The keys of ``meta`` before ``stop`` (each typed, each value its own: nothing set aside yet)."""
-    part: dict[str, Any] = {}
-    for key, value in meta.items():
-        if key == stop:
-            return part
-        part[key] = value
-    return part  # (not reached: ``stop`` is a key of ``meta``)
+        part[key] = _STAND_INS[type(value)] if type(value) in accepted else value
+    return part
 
 
 @lru_cache(maxsize=16)
-def typed_keys(version: str) -> dict[str, frozenset[type]] | None:
+def typed_keys(version: str) -> Mapping[str, frozenset[type]] | None:
     """The ``_meta`` keys the ``tools/call`` schema at ``version`` types, each to the types of which it
     accepts every value (empty: it must be validated); ``None`` when the schema's ``_meta`` is not an open
     model of plain fields (it is then read whole)."""
@@ -75,7 +60,9 @@ def typed_keys(version: str) -> dict[str, frozenset[type]] | None:
     meta = _one_model(field.annotation) if field is not None and field.alias == "_meta" else None
     if meta is None or meta.model_config.get("extra") != "allow" or _has_hooks(meta):
         return None
-    return {(info.alias or name): _accepted_whole(info) for name, info in meta.model_fields.items()}
+    return MappingProxyType(
+        {(info.alias or name): _accepted_whole(info) for name, info in meta.model_fields.items()}
+    )
 
 
 def _one_model(annotation: Any) -> type[BaseModel] | None:
