@@ -188,6 +188,7 @@ def _markdown_row(o: Outcome, where: str, sessions: int, pg_redis: bool) -> str:
         )
     era = "2026-07-28 requests" if row.era == "2026" else "2025-11-25 sessions"
     what = "initialize handshakes" if row.kind == "handshakes" else era
+    what += ", a sync handler" if row.tool == "echo_sync" else ""
     return head.format(f"{what}, c{row.concurrency}") + (
         f"{us['rps']:.0f} / {them['rps']:.0f} ({o.ratio('rps'):.2f}{X}) | "
         f"{us['p50']:.1f} / {them['p50']:.1f} | {us['p99']:.1f} / {them['p99']:.1f} | "
