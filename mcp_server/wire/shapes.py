@@ -134,7 +134,10 @@ def _meta_passes(version: str, text: bytes | str | None) -> bool:
     if isinstance(text, bytes):
         params["_meta"] = orjson.loads(text)
     elif text is not None:
-        params["_meta"] = ast.literal_eval(text)
+        try:
+            params["_meta"] = ast.literal_eval(text)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):  # no value reads back (inf, nan)
+            return False  # left to the schema, which reads the value itself
     try:
         validate_client_request("tools/call", version, params)
     except (KeyError, ValueError, ValidationError):  # (ValidationError is a ValueError)

@@ -9,13 +9,13 @@ from typing import Annotated, Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mcp_types.methods import validate_client_request
 from pydantic import Field
 from pydantic.fields import FieldInfo
 
 from mcp_server.wire.meta_key import _accepted_whole, schema_part, typed_keys
 from mcp_server.wire.shapes import _meta_passes, is_plain_call_params
 from mcp_server.wire.versions import SUPPORTED_VERSIONS
+from tests.support.schemas import schema_accepts_call
 
 MODERN = "2026-07-28"
 ENVELOPE: dict[str, Any] = {
@@ -28,14 +28,6 @@ VERSIONS = ["2025-11-25", MODERN]
 
 def _envelope(version: str) -> dict[str, Any]:
     return dict(ENVELOPE) if version == MODERN else {}
-
-
-def _schema_accepts(version: str, params: dict[str, Any]) -> bool:
-    try:
-        validate_client_request("tools/call", version, params)
-    except (KeyError, ValueError):
-        return False
-    return True
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -58,7 +50,7 @@ def test_a_meta_new_in_every_request_is_validated_once_per_kind_of_token(version
 @pytest.mark.parametrize("token", [1.5, 2.0, True, None, [1], {"id": 1}, "", -(2**80)])
 def test_a_token_of_another_type_gets_the_schemas_own_verdict(version: str, token: Any) -> None:
     params = {"name": "echo", "_meta": {**_envelope(version), "progressToken": token}}
-    if _schema_accepts(version, params):
+    if schema_accepts_call(version, params):
         assert is_plain_call_params(params, version) or not isinstance(token, str | int)
     else:
         assert not is_plain_call_params(params, version)
@@ -127,4 +119,4 @@ def test_the_fast_answer_is_never_yes_where_the_schema_says_no(
     params = {"name": "echo", "_meta": meta}
     for _ in range(2):  # the first answer, then the remembered one
         if is_plain_call_params(params, version):
-            assert _schema_accepts(version, params), meta
+            assert schema_accepts_call(version, params), meta

@@ -20,6 +20,7 @@ from mcp_server.wire.shapes import (
     keeps_structured_content,
 )
 from mcp_server.wire.versions import SUPPORTED_VERSIONS
+from tests.support.schemas import schema_accepts_call
 
 PLAIN_RESULTS: list[dict[str, Any]] = [
     {"content": []},
@@ -180,19 +181,9 @@ CALL_NEAR_MISSES: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-def _schema_accepts(version: str, params: dict[str, Any]) -> bool:
-    from mcp_types.methods import validate_client_request
-
-    try:
-        validate_client_request("tools/call", version, params)
-    except (KeyError, ValueError):
-        return False
-    return True
-
-
 @pytest.mark.parametrize(("version", "params"), CALL_PARAMS)
 def test_plain_call_params_are_what_the_schema_accepts(version: str, params: dict[str, Any]) -> None:
-    assert _schema_accepts(version, params)
+    assert schema_accepts_call(version, params)
     assert is_plain_call_params(params, version)
     assert is_plain_call_params(params, version)  # remembered: the same answer
 
@@ -203,7 +194,7 @@ def test_call_params_the_schema_may_refuse_are_left_to_it(version: str, params: 
     fast answer: a ``_meta`` refused once is not taken for one accepted."""
     assert not is_plain_call_params(params, version)
     assert not is_plain_call_params(params, version)
-    if not _schema_accepts(version, params):
+    if not schema_accepts_call(version, params):
         return
     pytest.fail(f"the schema accepts {params!r}: it belongs in CALL_PARAMS")
 
@@ -219,7 +210,7 @@ def test_a_remembered_meta_is_told_apart_from_a_near_copy() -> None:
         "_meta": {**MODERN_META, "io.modelcontextprotocol/clientInfo": {"name": "a", "version": 1}},
     }
     assert is_plain_call_params(good, MODERN)
-    assert not _schema_accepts(MODERN, bad)
+    assert not schema_accepts_call(MODERN, bad)
     assert not is_plain_call_params(bad, MODERN)
 
 
@@ -240,14 +231,14 @@ def test_the_meta_key_reads_back_to_the_value_and_to_no_other() -> None:
     assert _faithful_text({"v": Text("x")}) == repr({"v": Text("x")})
     assert _faithful_text({"v": when}) == repr({"v": when})
     with_null = {**MODERN_META, "io.modelcontextprotocol/clientInfo": {"name": "a", "version": None}}
-    assert not _schema_accepts(MODERN, {"name": "echo", "_meta": with_null})
+    assert not schema_accepts_call(MODERN, {"name": "echo", "_meta": with_null})
     assert not is_plain_call_params({"name": "echo", "_meta": with_null}, MODERN)
 
 
 def test_a_large_meta_is_validated_each_time_not_remembered() -> None:
     meta = {**MODERN_META, "io.modelcontextprotocol/clientInfo": {"name": "a" * 5000, "version": "1"}}
     before = _meta_cache_size()
-    assert _schema_accepts(MODERN, {"name": "echo", "_meta": meta})
+    assert schema_accepts_call(MODERN, {"name": "echo", "_meta": meta})
     assert not is_plain_call_params(
         {"name": "echo", "_meta": meta}, MODERN
     )  # left to the schema, which accepts

@@ -90,6 +90,30 @@ async def test_tool_call_and_resource_read(server: LiveServer) -> None:
     assert result["result"]["cacheScope"] == "private"
 
 
+@pytest.mark.parametrize(
+    ("meta", "served"),
+    [
+        ({"progressToken": "BIG"}, False),
+        ({"com.example/size": "BIG"}, True),
+        ({"io.modelcontextprotocol/clientInfo": {"name": "a", "version": "1", "size": "BIG"}}, True),
+    ],
+)
+async def test_a_number_past_every_float_in_meta_gets_the_schemas_answer(
+    server: LiveServer, meta: dict[str, Any], served: bool
+) -> None:
+    """``1e400`` is JSON, read as infinity: in a key the schema types it is refused as the schema refuses it
+    (-32602), elsewhere the call is served; never an internal error (the remembered verdicts' key once
+    failed to read it back)."""
+    call = rpc("tools/call", {"name": "echo", "arguments": {"text": "hi"}, "_meta": {**META, **meta}}, 7)
+    text = json.dumps(call).replace('"BIG"', "1e400")
+    async with httpx.AsyncClient(timeout=10) as client:
+        response = await client.post(server.url, content=text, headers=headers("tools/call", "echo"))
+    if served:
+        assert final_response(response, 7)["result"]["content"][0]["text"] == "hi"
+    else:
+        assert "progressToken" in error(response, 400, -32602)["message"]
+
+
 async def test_missing_resource_is_invalid_params_with_the_uri(server: LiveServer) -> None:
     uri = "test://nowhere"
     response = await post(server, body("resources/read", {"uri": uri}), headers("resources/read", uri))
