@@ -31,6 +31,7 @@ from django.utils import timezone
 from .conf import mcp_settings
 from .conf import now as clock_now
 from .core.context import SessionState
+from .core.records import storable, storable_json
 from .core.stores import StoreUnavailable, bounded
 from .models import Session
 from .session_rows import insert_session
@@ -169,10 +170,10 @@ async def acreate_session(
         id=new_session_id(),
         server=server,
         protocol_version=protocol_version,
-        client_name=str(info.get("name", ""))[:200],
-        client_version=str(info.get("version", ""))[:100],
-        client_info=info,
-        client_capabilities=params.get("capabilities") or {},
+        client_name=storable(str(info.get("name", "")), 200),
+        client_version=storable(str(info.get("version", "")), 100),
+        client_info=storable_json(info),
+        client_capabilities=storable_json(params.get("capabilities") or {}),
         transport=transport,
         user=user if getattr(user, "is_authenticated", False) else None,
         last_seen=now,

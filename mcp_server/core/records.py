@@ -10,6 +10,8 @@ The stores themselves, and their base class :class:`~mcp_server.stores.ledger.ba
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import operator
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -31,6 +33,7 @@ __all__ = [
     "make_storable",
     "request_key",
     "storable",
+    "storable_json",
     "storable_outcome",
 ]
 
@@ -81,6 +84,39 @@ def storable(text: str, limit: int) -> str:
         except UnicodeEncodeError:
             text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
+def storable_json(value: Any) -> Any:
+    """A decoded JSON ``value`` as every backend's JSON column can hold it: each text (keys too) through
+    :func:`storable` (NUL and lone surrogates replaced, no length limit), each number past every float (an
+    infinity, what ``1e400`` reads as) as its text; ``value`` itself when it holds none of those (``None``
+    when nested too deep to walk). For what a client described itself with (``clientInfo``,
+    ``capabilities``): stored to be shown, never refused."""
+    try:
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
+        text.encode()  # (a lone surrogate fails here)
+        if "\\u0000" not in text:
+            return value
+    except RecursionError:  # nested past what any backend stores
+        return None
+    except (ValueError, TypeError, UnicodeEncodeError):
+        pass
+    try:
+        return _storable_json(value)
+    except RecursionError:
+        return None
+
+
+def _storable_json(value: Any) -> Any:
+    if isinstance(value, str):
+        return storable(value, len(value))
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {storable(str(k), len(str(k))): _storable_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_storable_json(v) for v in value]
+    return value
 
 
 def storable_outcome(outcome: dict[str, Any] | None, limit: int = 500) -> dict[str, Any] | None:

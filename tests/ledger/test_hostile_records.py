@@ -23,6 +23,7 @@ from mcp_server.core.records import (
     long_id_of,
     request_key,
     storable,
+    storable_json,
     storable_outcome,
 )
 from mcp_server.core.states import State
@@ -71,6 +72,20 @@ def test_the_wire_limits_fit_the_ledger_columns() -> None:
 )
 def test_storable_text(text: str, stored: str) -> None:
     assert storable(text, 10 if len(text) > 100 else 100) == stored
+
+
+def test_storable_json() -> None:
+    """What a client described itself with (a session's ``clientInfo`` and ``capabilities``), as every
+    backend's JSON column holds it; a value that needs nothing is the value itself."""
+    clean = {"name": "é", "tags": [1, 2.5, None, True], "nested": {"k": "v"}}
+    assert storable_json(clean) is clean
+    hostile = {"a\x00": ["\ud800", float("inf"), {"\udc00": -float("inf")}], "n": float("nan")}
+    assert storable_json(hostile) == {"a\ufffd": ["\ufffd", "inf", {"\ufffd": "-inf"}], "n": "nan"}
+    assert storable_json("x\x00y") == "x\ufffdy"
+    deep: list[Any] = []
+    for _ in range(100_000):
+        deep = [deep]
+    assert storable_json(deep) is None  # deeper than anything is stored
 
 
 def test_storable_outcome() -> None:

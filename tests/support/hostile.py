@@ -2,9 +2,10 @@
 writes it as raw bytes, a strict reader of what the server sends back, and the oracle that says which ids
 must be answered.
 
-A body is a Python structure that may hold two markers :func:`render` writes as raw bytes: :class:`Deep`
-(arrays nested ``depth`` deep, beyond what a test process could build or encode) and :class:`Raw` (bytes
-that are not UTF-8, such as an encoded surrogate). Strings go out escaped (``json.dumps``), so lone
+A body is a Python structure that may hold three markers :func:`render` writes as raw bytes: :class:`Deep`
+(arrays nested ``depth`` deep, beyond what a test process could build or encode), :class:`Huge` (a number
+past every float, read as an infinity) and :class:`Raw` (bytes that are not UTF-8, such as an encoded
+surrogate). Strings go out escaped (``json.dumps``), so lone
 surrogates and NUL characters are valid JSON escapes.
 """
 
@@ -21,6 +22,7 @@ from mcp_server.wire.jsonrpc import MAX_DEPTH
 
 __all__ = [
     "Deep",
+    "Huge",
     "Raw",
     "acceptable_id",
     "bodies",
@@ -45,6 +47,13 @@ class Deep:
 
 
 @dataclass(frozen=True)
+class Huge:
+    """A number past every float (``1e400``, ``-1e400``): valid JSON, read as an infinity."""
+
+    negative: bool = False
+
+
+@dataclass(frozen=True)
 class Raw:
     """Bytes written into the body as they are (inside a string: not UTF-8)."""
 
@@ -55,6 +64,8 @@ def render(value: Any) -> bytes:
     """``value`` as JSON bytes, markers written raw; strings ASCII-escaped (lone surrogates included)."""
     if isinstance(value, Deep):
         return b"[" * value.depth + b"]" * value.depth
+    if isinstance(value, Huge):
+        return b"-1e400" if value.negative else b"1e400"
     if isinstance(value, Raw):
         return b'"' + value.data + b'"'
     if isinstance(value, dict):
@@ -156,6 +167,7 @@ markers = st.one_of(
     st.integers(min_value=1, max_value=3_000).map(Deep),
     st.sampled_from([Deep(100_000), Raw(b"\xed\xa0\x80"), Raw(b"\xff"), Raw(b"a\xc3")]),
     st.sampled_from([float("nan"), float("inf"), float("-inf")]),  # written NaN, Infinity: not JSON
+    st.sampled_from([Huge(), Huge(negative=True)]),  # written 1e400: JSON, read as an infinity
 )
 
 KNOWN_METHODS = [
@@ -247,6 +259,9 @@ def check_answers(elements: list[Any], answers: list[dict[str, Any]]) -> None:
         if "error" in answer:
             assert isinstance(answer["error"].get("code"), int), answer
             assert isinstance(answer["error"].get("message"), str), answer
+            assert answer["error"]["code"] != -32603, (
+                answer
+            )  # what a client sends is never the server's fault
     got = Counter(id_key(a.get("id")) for a in answers)
     requests_by_id: Counter[tuple[str, Any] | None] = Counter()
     elements_by_id: Counter[tuple[str, Any] | None] = Counter()

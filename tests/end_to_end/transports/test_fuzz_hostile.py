@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import queue
 import shutil
 import subprocess
@@ -42,7 +43,7 @@ from tests.support.stdio import COMMAND, INITIALIZE, stdio_env
 BATCH_VERSION = "2025-03-26"
 TIMEOUT = 20.0
 FUZZ = settings(
-    max_examples=60,
+    max_examples=int(os.environ.get("MCP_FUZZ_EXAMPLES", "60")),
     deadline=None,
     suppress_health_check=[
         HealthCheck.function_scoped_fixture,
@@ -155,6 +156,47 @@ def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveSe
 def test_http_answers_every_hostile_body_on_postgresql(postgres_server: LiveServer, body: Any) -> None:
     """PostgreSQL refuses what SQLite stores (NUL, lone surrogates, over-long values): the same properties."""
     asyncio.run(post_hostile(postgres_server, body))
+
+
+HOSTILE_CLIENT = {
+    "name": "a\x00b",
+    "version": "\ud800",
+    "size": float("inf"),
+    "\udc00": ["\x00", -float("inf")],
+}
+"""NUL, lone surrogates and numbers past every float (written ``1e400``: JSON, read as infinities)."""
+
+
+def handshake_as_hostile_client(server: LiveServer) -> None:
+    """``initialize`` with :data:`HOSTILE_CLIENT` as ``clientInfo`` and in ``capabilities``: a session."""
+    params = {
+        "protocolVersion": BATCH_VERSION,
+        "capabilities": {"x": HOSTILE_CLIENT},
+        "clientInfo": HOSTILE_CLIENT,
+    }
+    body = json.dumps(rpc("initialize", params, 0)).replace("Infinity", "1e400")
+
+    async def handshake() -> None:
+        async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+            headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+            response = await http.post(server.url, content=body.encode(), headers=headers)
+            [answer] = [m for m in read_http(response) if m.get("id") == 0]
+            assert answer["result"]["protocolVersion"] == BATCH_VERSION, answer
+            assert response.headers["mcp-session-id"]
+
+    asyncio.run(handshake())
+
+
+def test_a_client_described_in_what_no_column_holds_is_served(any_mode_server: LiveServer) -> None:
+    handshake_as_hostile_client(any_mode_server)
+
+
+def test_a_client_described_in_what_no_column_holds_is_served_on_postgresql(
+    postgres_server: LiveServer,
+) -> None:
+    """PostgreSQL refused the session's row (its text and JSON hold no NUL, no lone surrogate, no
+    infinity), and the client got -32603: stored as it can hold them now."""
+    handshake_as_hostile_client(postgres_server)
 
 
 # -- stdio ---------------------------------------------------------------------------------------------------
