@@ -12,6 +12,7 @@ import pytest
 
 from tests.support import forked
 from tests.support.live import SHELLS, LiveServer, drop_templates, start_server
+from tests.support.schedule import slowest_first
 
 pytest_plugins = ["tests.support.collector"]  # no_collection
 
@@ -88,6 +89,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "browser: drives headless Chromium with Playwright (Debian's chromium)"
     )
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The slowest modules first (``tests/support/schedule.py``: how CI's two processes end together)."""
+    slowest_first(items)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
