@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.hostile import (
+    Huge,
     acceptable_id,
     bodies,
     check_answers,
@@ -156,6 +157,15 @@ def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveSe
 def test_http_answers_every_hostile_body_on_postgresql(postgres_server: LiveServer, body: Any) -> None:
     """PostgreSQL refuses what SQLite stores (NUL, lone surrogates, over-long values): the same properties."""
     asyncio.run(post_hostile(postgres_server, body))
+
+
+@pytest.mark.parametrize("value", [Huge(), "\ud800"])
+def test_an_echo_the_wire_cannot_carry_is_the_one_internal_error_allowed(
+    any_mode_server: LiveServer, value: Any
+) -> None:
+    """``test/echo`` of ``1e400`` or of a lone surrogate: the handler's result is what JSON cannot carry,
+    answered -32603 (``UNSENDABLE``), the one -32603 the oracle lets through; the fuzzers draw both."""
+    asyncio.run(post_hostile(any_mode_server, rpc("test/echo", {"value": value}, 1)))
 
 
 HOSTILE_CLIENT = {
