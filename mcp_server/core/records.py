@@ -107,13 +107,18 @@ def storable_json(value: Any) -> Any:
         return None
 
 
+def _storable_text(text: str) -> str:
+    """:func:`storable` with no length limit (a JSON value's texts are bounded by its size as a whole)."""
+    return storable(text, len(text))
+
+
 def _storable_json(value: Any) -> Any:
     if isinstance(value, str):
-        return storable(value, len(value))
+        return _storable_text(value)
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if isinstance(value, dict):
-        return {storable(str(k), len(str(k))): _storable_json(v) for k, v in value.items()}
+        return {_storable_text(str(k)): _storable_json(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_storable_json(v) for v in value]
     return value

@@ -1,5 +1,5 @@
 """JSON written by orjson where it says exactly what the standard library would (the request path writes
-and keys JSON this way: replies, the remembered ``_meta`` of a call, SQLite's JSON column)."""
+and keys JSON this way: replies, and the remembered ``_meta`` of a call)."""
 
 from __future__ import annotations
 

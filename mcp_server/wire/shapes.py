@@ -115,8 +115,9 @@ def _faithful_text(value: dict[str, Any]) -> bytes | str | None:
     and ``1``, ``true`` and ``1`` differ. orjson's JSON (:func:`~mcp_server.wire.exact.exact_json`, a
     tenth of ``repr``'s cost) where it is exact, else the ``repr``: a ``null`` in it (NaN and the
     infinities write so too), or a value orjson refuses (an integer past 64 bits, a lone surrogate, a
-    datetime, a dataclass, a subclass of a JSON type: the last three no JSON decoder makes). ``None``:
-    nested too deep to write."""
+    datetime, a dataclass, a subclass of a JSON type: the last three no JSON decoder makes). The ``repr``
+    of an infinity (``1e400`` read) does not read back: :func:`_meta_passes` leaves such a text to the
+    schema. ``None``: nested too deep to write."""
     data = exact_json(value)
     if data is not None:
         return data
