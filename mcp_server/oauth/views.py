@@ -119,12 +119,20 @@ class RegistrationManagementView(DynamicClientRegistrationManagementView):  # ty
         return response
 
 
+def _grant_type_problem(request: HttpRequest) -> JsonResponse | None:
+    """RFC 6749's ``unsupported_grant_type`` for a grant the metadata does not advertise, before DOT runs:
+    its handlers of the others (the device flow's, say) are not this server's, and some fail on bad input."""
+    if request.POST.get("grant_type") in oauth2_settings.OAUTH2_GRANT_TYPES_SUPPORTED:
+        return None
+    return _error("unsupported_grant_type", "grant_type must be one of the server's grant_types_supported")
+
+
 class ThrottledTokenView(TokenView):  # type: ignore[misc]
     """DOT's token endpoint behind ``OAUTH_THROTTLE["token"]``, with the refresh grace window
     (:mod:`mcp_server.oauth.grace`, ``OAUTH_REFRESH_GRACE``)."""
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        refused = throttled(request, "token")
+        refused = throttled(request, "token") or _grant_type_problem(request)
         if refused is not None:
             return refused
         plain = request.POST.get("refresh_token")

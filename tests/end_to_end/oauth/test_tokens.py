@@ -130,8 +130,15 @@ async def test_a_flood_of_token_and_registration_requests_is_throttled(
 @pytest.mark.parametrize(
     ("data", "error"),
     [
-        ({"grant_type": "password", "username": "alice", "password": "x"}, "invalid_grant"),  # RFC 9700 2.4
-        ({"grant_type": "client_credentials"}, "invalid_client"),  # a public client cannot authenticate
+        # Only the advertised grants reach DOT: RFC 9700 2.4 forbids the password grant, and DOT's device
+        # flow answered a device_code grant without its code with a 500
+        ({"grant_type": "password", "username": "alice", "password": "x"}, "unsupported_grant_type"),
+        ({"grant_type": "client_credentials"}, "unsupported_grant_type"),
+        ({"grant_type": "urn:ietf:params:oauth:grant-type:device_code"}, "unsupported_grant_type"),
+        (
+            {"grant_type": "urn:ietf:params:oauth:grant-type:device_code", "device_code": "x"},
+            "unsupported_grant_type",
+        ),
         ({"grant_type": "implicit"}, "unsupported_grant_type"),
         ({"grant_type": "nonsense"}, "unsupported_grant_type"),
         ({"grant_type": "authorization_code", "code": "nope", "redirect_uri": REDIRECT}, "invalid_grant"),
