@@ -121,9 +121,20 @@ class Context:
 
     @property
     def progress_token(self) -> str | int | None:
-        """The client's ``progressToken`` (a string or an integer, not a bool), if it asked for progress."""
+        """The client's ``progressToken`` (a string or an integer, not a bool), if it asked for progress.
+
+        ``None`` also for a string JSON cannot carry back (a lone UTF-16 surrogate: valid in the request's
+        JSON, not in UTF-8): no progress can reach the client under it, and the request is served without.
+        """
         token = self.meta.get("progressToken")
-        return token if isinstance(token, str | int) and not isinstance(token, bool) else None
+        if isinstance(token, bool) or not isinstance(token, str | int):
+            return None
+        if isinstance(token, str) and not token.isascii():
+            try:
+                token.encode()
+            except UnicodeEncodeError:
+                return None
+        return token
 
     async def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None

@@ -429,7 +429,7 @@ async def test_an_unknown_log_level_is_a_programming_error(threshold: str | None
 # -- progress, meta, and notifications after settlement ----------------------------------------------------
 
 
-@pytest.mark.parametrize("token", ["tok-1", 0, 42])
+@pytest.mark.parametrize("token", ["tok-1", 0, 42, "é🎉"])
 async def test_progress_goes_to_the_clients_token(token: str | int) -> None:
     peer = LoopbackPeer()
     ctx = make_context(peer, params={"_meta": {"progressToken": token}})
@@ -456,6 +456,8 @@ async def test_progress_goes_to_the_clients_token(token: str | int) -> None:
         {"_meta": {"progressToken": 1.5}},
         {"_meta": {"progressToken": True}},
         {"_meta": {"progressToken": ["a"]}},
+        {"_meta": {"progressToken": "\ud800"}},  # valid in the request's JSON; UTF-8 cannot carry it back
+        {"_meta": {"progressToken": "a\udfffb"}},
     ],
 )
 async def test_without_a_usable_progress_token_progress_sends_nothing(params: dict[str, Any]) -> None:

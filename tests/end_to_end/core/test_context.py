@@ -4,6 +4,7 @@ handler through another worker (the same in this process: ``tests/core/test_cont
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,19 @@ async def test_progress_notifications_carry_the_token_over_http(session: RawSess
 async def test_a_boolean_progress_token_gets_no_progress(session: RawSession) -> None:
     # The response is the last message of its POST: no progress can follow it.
     messages = await call_progress(session, True)
+    assert [m.get("method") for m in messages] == [None]
+    assert messages[0]["result"]["content"] == [{"type": "text", "text": "done"}]
+
+
+async def test_a_progress_token_utf8_cannot_carry_gets_no_progress_and_the_call_is_served(
+    session: RawSession,
+) -> None:
+    """A lone surrogate: the handler's progress used to fail the call with -32603 (the fuzzers found it)."""
+    params = {"name": "progress", "arguments": {"steps": 2}, "_meta": {"progressToken": "p-\ud800"}}
+    body = json.dumps(rpc("tools/call", params, 9)).encode()  # the surrogate as its JSON escape
+    response = await session.http.post(session.url, content=body, headers=session.headers())
+    assert response.status_code == 200, response.text
+    messages = messages_of(response)
     assert [m.get("method") for m in messages] == [None]
     assert messages[0]["result"]["content"] == [{"type": "text", "text": "done"}]
 
