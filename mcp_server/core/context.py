@@ -13,7 +13,7 @@ from django.db import DEFAULT_DB_ALIAS
 
 from ..wire.apps import client_supports_apps
 from ..wire.errors import INTERNAL_ERROR, JSONRPCError
-from ..wire.jsonrpc import RequestId
+from ..wire.jsonrpc import RequestId, encodable
 from ..wire.versions import is_sessionless_version
 from .interfaces import ProcessView, ServerView
 from .rounds import INPUT_METHODS, InputRequest, InputRounds
@@ -129,12 +129,7 @@ class Context:
         token = self.meta.get("progressToken")
         if isinstance(token, bool) or not isinstance(token, str | int):
             return None
-        if isinstance(token, str) and not token.isascii():
-            try:
-                token.encode()
-            except UnicodeEncodeError:
-                return None
-        return token
+        return token if isinstance(token, int) or encodable(token) else None
 
     async def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None

@@ -30,7 +30,7 @@ from ..core.moved import moved_names
 from ..registry.access import ausable, usable_entries
 from ..registry.server import server_of
 from ..wire.errors import INTERNAL_ERROR, JSONRPCError
-from ..wire.jsonrpc import RequestId, notification
+from ..wire.jsonrpc import RequestId, encodable, notification
 from ..wire.messages import ListenEvent
 from ..wire.v2026_07_28 import SUBSCRIPTION_ID_KEY, TASKS_EXTENSION, MissingClientCapability
 from .lifecycle import sessionless_capabilities
@@ -83,7 +83,7 @@ def honored_filter(
             honored[key] = True
     uris = wanted.get("resourceSubscriptions")
     if isinstance(uris, list) and uris and (declared.get("resources") or {}).get("subscribe"):
-        honored["resourceSubscriptions"] = [str(uri) for uri in uris]
+        honored["resourceSubscriptions"] = [str(uri) for uri in uris if _echoable(uri)]
     task_ids = wanted.get("taskIds")
     if task_ids is not None:
         if TASKS_EXTENSION not in (client_capabilities.get("extensions") or {}):
@@ -92,8 +92,14 @@ def honored_filter(
                 f"Missing required client capability: extensions[{TASKS_EXTENSION!r}] (taskIds)",
             )
         if isinstance(task_ids, list) and TASKS_EXTENSION in (declared.get("extensions") or {}):
-            honored["taskIds"] = [str(task_id) for task_id in task_ids]
+            honored["taskIds"] = [str(task_id) for task_id in task_ids if _echoable(task_id)]
     return honored
+
+
+def _echoable(value: Any) -> bool:
+    """Whether the acknowledgement can carry ``value`` back: a URI or task id with a lone UTF-16 surrogate
+    (valid in the request's JSON, not in UTF-8) is left out of it, as anything not honored is."""
+    return not isinstance(value, str) or encodable(value)
 
 
 def covers(subscribed: Iterable[str], uri: str) -> bool:

@@ -91,7 +91,7 @@ async def listening(
     sent = headers("subscriptions/listen", **extra)
     async with (
         httpx.AsyncClient(timeout=httpx.Timeout(TIMEOUT, read=None)) as client,
-        client.stream("POST", server.url, json=payload, headers=sent) as response,
+        client.stream("POST", server.url, content=json.dumps(payload).encode(), headers=sent) as response,
     ):
         assert response.status_code == 200, await response.aread()
         assert response.headers["content-type"].startswith("text/event-stream")

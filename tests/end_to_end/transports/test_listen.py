@@ -97,6 +97,15 @@ async def test_the_honoured_subset_leaves_out_what_is_not_delivered(server: Live
         assert ack["params"]["notifications"] == {"toolsListChanged": True}
 
 
+async def test_a_uri_the_acknowledgement_cannot_carry_is_left_out_of_it(server: LiveServer) -> None:
+    """A lone surrogate (valid in the request JSON, not in UTF-8): the acknowledgement failed with -32603."""
+    asked = {"resourceSubscriptions": ["catalogue://books/1\ud800", "catalogue://books"]}
+    async with listening(server, asked) as stream:
+        ack = await stream.next()
+        assert ack["method"] == "notifications/subscriptions/acknowledged", ack
+        assert ack["params"]["notifications"] == {"resourceSubscriptions": ["catalogue://books"]}
+
+
 async def test_task_ids_need_the_tasks_extension(server: LiveServer) -> None:
     payload = rpc("subscriptions/listen", {"notifications": {"taskIds": ["t1"]}, "_meta": meta()}, 5)
     async with httpx.AsyncClient(timeout=TIMEOUT) as client:
