@@ -12,13 +12,18 @@ surrogates and NUL characters are valid JSON escapes.
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
+import pytest
 from hypothesis import strategies as st
 
 from mcp_server.wire.jsonrpc import MAX_DEPTH
+from tests.support.raw import content_type
 
 __all__ = [
     "Deep",
@@ -27,8 +32,11 @@ __all__ = [
     "acceptable_id",
     "bodies",
     "check_answers",
+    "deep_reader",
     "id_key",
     "may_fail_to_parse",
+    "plainly_valid_request",
+    "read_http",
     "render",
     "single_messages",
     "strict_json",
@@ -181,6 +189,12 @@ KNOWN_METHODS = [
     "resources/read",
     "test/echo",
     "initialize",
+    "resources/subscribe",
+    "completion/complete",
+    "logging/setLevel",
+    "tasks/get",
+    "tasks/cancel",
+    "prompts/list",
 ]
 
 methods = st.one_of(
@@ -205,8 +219,28 @@ def params_for(draw: st.DrawFn, method: str) -> Any:
         arguments = {"arg1": draw(text), "arg2": draw(hostile_text)}
         name = draw(st.sampled_from(["test_prompt_with_arguments", "\ud800", "x\x00"]))
         params = {"name": name, "arguments": arguments}
-    elif method == "resources/read":
+    elif method in ("resources/read", "resources/subscribe"):
         params = {"uri": draw(st.one_of(st.just("test://static-text"), hostile_text))}
+    elif method == "completion/complete":
+        ref = draw(
+            st.one_of(
+                st.fixed_dictionaries(
+                    {"type": st.just("ref/prompt"), "name": st.just("test_prompt_with_arguments")}
+                ),
+                st.fixed_dictionaries({"type": st.just("ref/resource"), "uri": hostile_text}),
+                json_values,
+            )
+        )
+        params = {
+            "ref": ref,
+            "argument": {"name": draw(st.sampled_from(["arg1", "\ud800"])), "value": draw(text)},
+        }
+    elif method == "logging/setLevel":
+        params = {"level": draw(st.one_of(st.sampled_from(["debug", "error", "emergency"]), hostile_text))}
+    elif method in ("tasks/get", "tasks/cancel"):
+        params = {"taskId": draw(hostile_text)}
+    elif method == "prompts/list":
+        params = {"cursor": draw(st.one_of(hostile_text, markers))}
     elif method == "test/echo":
         params = {"value": draw(st.one_of(json_values, markers))}
     elif method == "initialize":
@@ -280,3 +314,49 @@ def check_answers(elements: list[Any], answers: list[dict[str, Any]]) -> None:
         if key is not None:
             assert count <= elements_by_id[key], (key, answers)  # never an answer to an id not sent
     assert got[None] <= len(elements), answers
+
+
+@pytest.fixture(autouse=True)
+def deep_reader() -> Iterator[None]:
+    """The server may echo values nested ~1000 deep: more than the default recursion limit lets this client
+    read at the depth of a test."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(10_000)
+    yield
+    sys.setrecursionlimit(limit)
+
+
+def read_http(response: httpx.Response) -> list[dict[str, Any]]:
+    """The messages of a response, read strictly (every one must be a JSON object)."""
+    assert response.status_code < 500, response.text[:2000]
+    if response.status_code == 202:
+        assert response.content == b""
+        return []
+    if content_type(response) == "application/json":
+        body = strict_json(response.content)
+        messages = body if isinstance(body, list) else [body]
+    else:
+        assert content_type(response) == "text/event-stream", response.headers
+        messages = []
+        for block in response.content.split(b"\n\n"):
+            data = [line[5:].lstrip(b" ") for line in block.split(b"\n") if line.startswith(b"data:")]
+            if any(data):  # (a priming event has empty data)
+                messages.append(strict_json(b"\n".join(data)))
+    assert all(isinstance(m, dict) for m in messages), messages
+    return messages
+
+
+def plainly_valid_request(body: Any) -> bool:
+    """A single request any server must serve: JSON-RPC 2.0, a usable method, an acceptable id."""
+    if not isinstance(body, dict) or may_fail_to_parse(body) or {"result", "error"} & set(body):
+        return False
+    method = body.get("method")
+    return (
+        body.get("jsonrpc") == "2.0"
+        and isinstance(method, str)
+        and method.isascii()
+        and "\x00" not in method
+        and "id" in body
+        and acceptable_id(body["id"])
+        and (body.get("params") is None or isinstance(body["params"], dict))
+    )

@@ -29,6 +29,7 @@ SLOWEST_FIRST = (
     "tests/end_to_end/limits/test_two_workers.py",  # 27 s
     "tests/end_to_end/test_tutorial.py",  # 26 s
     "tests/support/test_services_rerun.py",  # 25 s
+    "tests/end_to_end/transports/test_fuzz_modern.py",  # 24 s (alone: added after that run)
     "tests/protocol/test_write_claims.py",  # 23 s
     "tests/end_to_end/transports/test_rules.py",  # 22 s
     "tests/end_to_end/transports/test_fuzz_hostile.py",  # 21 s

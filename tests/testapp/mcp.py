@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from mcp_server import App, Context, mcp
+from mcp_server.core.records import request_key
 from mcp_server.runtime import Runtime
 from project.mcp_servers import conformance
 
@@ -101,7 +102,8 @@ async def raw_stats(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     assert isinstance(runtime, Runtime)
     await runtime.writer.flush()  # what is settled is recorded before the ledger is read
     mine = [e.request_id for e in runtime.requests.pending(ctx.session_id) if e.request_id != ctx.request_id]
-    ledger_pending = [r for r in await runtime.ledger.apending() if r.request_key != f"i:{ctx.request_id}"]
+    own = request_key(ctx.request_id)  # (a string id's key is not "i:...")
+    ledger_pending = [r for r in await runtime.ledger.apending() if r.request_key != own]
     return {
         "ledger_pending": len(ledger_pending),
         "inflight": len(runtime.requests) - 1,
@@ -150,8 +152,6 @@ async def raw_collect(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
 @mcp.method("test/ledger_pending")
 async def raw_ledger_pending(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     """Pending requests of the caller's session (or ``params["session"]``) in the ledger (any backend)."""
-    from mcp_server.ledger import request_key
-
     runtime = ctx.runtime
     assert isinstance(runtime, Runtime)
     await runtime.writer.flush()

@@ -32,13 +32,16 @@ from tests.support.hostile import (
     acceptable_id,
     bodies,
     check_answers,
+    deep_reader,  # noqa: F401 (an autouse fixture: reading the deep echoes)
     may_fail_to_parse,
+    plainly_valid_request,
+    read_http,
     render,
     single_messages,
     strict_json,
 )
 from tests.support.live import ROOT, LiveServer, migrated_template, shared_site, start_server
-from tests.support.raw import content_type, open_session, rpc
+from tests.support.raw import open_session, rpc
 from tests.support.stdio import COMMAND, INITIALIZE, stdio_env
 
 BATCH_VERSION = "2025-03-26"
@@ -54,53 +57,7 @@ FUZZ = settings(
 )
 
 
-@pytest.fixture(autouse=True)
-def deep_reader() -> Iterator[None]:
-    """The server may echo values nested ~1000 deep: more than the default recursion limit lets this client
-    read at the depth of a test."""
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(10_000)
-    yield
-    sys.setrecursionlimit(limit)
-
-
 # -- HTTP ----------------------------------------------------------------------------------------------------
-
-
-def read_http(response: httpx.Response) -> list[dict[str, Any]]:
-    """The messages of a response, read strictly (every one must be a JSON object)."""
-    assert response.status_code < 500, response.text[:2000]
-    if response.status_code == 202:
-        assert response.content == b""
-        return []
-    if content_type(response) == "application/json":
-        body = strict_json(response.content)
-        messages = body if isinstance(body, list) else [body]
-    else:
-        assert content_type(response) == "text/event-stream", response.headers
-        messages = []
-        for block in response.content.split(b"\n\n"):
-            data = [line[5:].lstrip(b" ") for line in block.split(b"\n") if line.startswith(b"data:")]
-            if any(data):  # (a priming event has empty data)
-                messages.append(strict_json(b"\n".join(data)))
-    assert all(isinstance(m, dict) for m in messages), messages
-    return messages
-
-
-def plainly_valid_request(body: Any) -> bool:
-    """A single request any server must serve: JSON-RPC 2.0, a usable method, an acceptable id."""
-    if not isinstance(body, dict) or may_fail_to_parse(body) or {"result", "error"} & set(body):
-        return False
-    method = body.get("method")
-    return (
-        body.get("jsonrpc") == "2.0"
-        and isinstance(method, str)
-        and method.isascii()
-        and "\x00" not in method
-        and "id" in body
-        and acceptable_id(body["id"])
-        and (body.get("params") is None or isinstance(body["params"], dict))
-    )
 
 
 def check_http(body: Any, response: httpx.Response) -> None:
