@@ -12,6 +12,7 @@ surrogates and NUL characters are valid JSON escapes.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -20,12 +21,14 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from mcp_server.wire.jsonrpc import MAX_DEPTH
 from tests.support.raw import content_type
 
 __all__ = [
+    "FUZZ",
     "Deep",
     "Huge",
     "Raw",
@@ -41,6 +44,18 @@ __all__ = [
     "single_messages",
     "strict_json",
 ]
+
+FUZZ = settings(
+    max_examples=int(os.environ.get("MCP_FUZZ_EXAMPLES", "60")),
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
+"""The fuzz tests' settings: ``MCP_FUZZ_EXAMPLES`` examples each (60 unless set), no deadline (a live
+server answers each)."""
 
 UNSENDABLE = "the response could not be sent as JSON"
 """The -32603 of a handler whose result JSON cannot carry (``test/echo`` of a lone surrogate or ``1e400``)."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import queue
 import shutil
 import subprocess
@@ -24,10 +23,11 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.support.hostile import (
+    FUZZ,
     Huge,
     acceptable_id,
     bodies,
@@ -46,15 +46,6 @@ from tests.support.stdio import COMMAND, INITIALIZE, stdio_env
 
 BATCH_VERSION = "2025-03-26"
 TIMEOUT = 20.0
-FUZZ = settings(
-    max_examples=int(os.environ.get("MCP_FUZZ_EXAMPLES", "60")),
-    deadline=None,
-    suppress_health_check=[
-        HealthCheck.function_scoped_fixture,
-        HealthCheck.too_slow,
-        HealthCheck.data_too_large,
-    ],
-)
 
 
 # -- HTTP ----------------------------------------------------------------------------------------------------

@@ -16,17 +16,17 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import os
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from mcp_server.wire.v2026_07_28 import http_status
 from tests.support.hostile import (
+    FUZZ,
     Huge,
     check_answers,
     deep_reader,  # noqa: F401 (an autouse fixture: reading the deep echoes)
@@ -43,15 +43,6 @@ from tests.support.live import LiveServer, shared_site, start_server
 from tests.support.raw import ACCEPT_BOTH, MODERN, rpc, sessionless_meta
 
 TIMEOUT = 20.0
-FUZZ = settings(
-    max_examples=int(os.environ.get("MCP_FUZZ_EXAMPLES", "60")),
-    deadline=None,
-    suppress_health_check=[
-        HealthCheck.function_scoped_fixture,
-        HealthCheck.too_slow,
-        HealthCheck.data_too_large,
-    ],
-)
 ENVELOPE_KEYS = [
     "io.modelcontextprotocol/protocolVersion",
     "io.modelcontextprotocol/clientCapabilities",
