@@ -70,6 +70,19 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                 await self.pusher
             self.pusher = None
 
+    async def receive(
+        self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any
+    ) -> None:
+        """A frame that is not JSON text (binary, or text that does not parse) is ignored, as any message
+        but a refresh is: Channels' own ``receive`` raised, and the socket closed with a traceback."""
+        if text_data is None:
+            return
+        try:
+            content = await self.decode_json(text_data)
+        except ValueError:
+            return
+        await self.receive_json(content, **kwargs)
+
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         """``{"type": "refresh"}`` asks for a snapshot now (after an abort); anything else is ignored."""
         if isinstance(content, dict) and content.get("type") == "refresh":

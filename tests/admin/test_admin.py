@@ -454,6 +454,8 @@ async def test_socket_ignores_anything_but_a_refresh(django_user_model: Any) -> 
         assert (await communicator.receive_json_from(timeout=5))["type"] == "snapshot"
         for ignored in ({"type": "abort"}, ["refresh"], "refresh", {"kind": "refresh"}):
             await communicator.send_json_to(ignored)
+        for frame in ({"text_data": "{not json"}, {"bytes_data": b'{"type": "refresh"}'}):
+            await communicator.send_to(**frame)  # what is not JSON text: ignored, the socket stays open
         await communicator.send_json_to({"type": "refresh"})
         assert (await communicator.receive_json_from(timeout=5))["type"] == "snapshot"
     finally:
