@@ -224,6 +224,35 @@ async def test_pydantic_argument_is_validated_and_built() -> None:
     assert "label" in missing["content"][0]["text"]
 
 
+@pytest.mark.parametrize(
+    ("arguments", "where"),
+    [
+        ({"label": "a\ud800b", "point": {"x": 1, "y": 2}}, "label"),
+        ({"label": "é", "point": {"x": 1, "y": 2}, "note": ["ok", "\udfff"]}, "note.1"),
+        ({"label": "p", "point": {"x": 1, "y": 2, "\ud83d": 3}}, "point."),
+    ],
+)
+async def test_a_lone_surrogate_never_reaches_a_handler(arguments: dict[str, Any], where: str) -> None:
+    """Valid in the request's JSON (the escape), but no text: the handler's ``str`` would fail Django's
+    queries on SQLite and PostgreSQL alike; the call is an invalid-arguments result, the handler not run."""
+    server = MCPServer("x")
+    ran: list[str] = []
+
+    @server.tool
+    def record(label: str, point: dict[str, int], note: list[str] | None = None) -> str:
+        ran.append(label)
+        return label
+
+    result = await server.tools["record"].call(arguments, None)
+    assert result["isError"] is True
+    text = result["content"][0]["text"]
+    assert text.startswith("Invalid arguments for tool record: " + where), text
+    assert "unable to parse raw data as a unicode string" in text
+    assert ran == []
+    fine = await server.tools["record"].call({"label": "é🎉", "point": {"x": 1, "y": 2}, "note": ["ü"]}, None)
+    assert fine["content"] == [{"type": "text", "text": "é🎉"}]
+
+
 async def test_tool_error_becomes_is_error_with_its_message() -> None:
     server = MCPServer("x")
 
@@ -257,6 +286,15 @@ async def test_prompt_arguments_are_validated_with_the_argument_named() -> None:
     assert (await server.prompts["chapters"].render({"count": "3"}, None))["messages"] == [
         {"role": "user", "content": {"type": "text", "text": "3 chapters"}}
     ]
+
+    @server.prompt
+    def greet(name: str) -> str:
+        return f"Hello {name}"
+
+    with pytest.raises(JSONRPCError) as unreadable:
+        await server.prompts["greet"].render({"name": "\ud800"}, None)
+    assert unreadable.value.code == INVALID_PARAMS
+    assert unreadable.value.message.startswith("Invalid arguments for prompt greet: name: ")
 
 
 async def test_prompt_messages_from_every_kind_of_return_value() -> None:

@@ -139,23 +139,13 @@ async def nothing_pending(session: RawSession) -> bool:
 
 # -- every response mode -------------------------------------------------------------------------------------
 
-SURROGATE_RESULTS = {
-    "tool": call(11, "echo", text="a" + SURROGATE),
-    "prompt": rpc(
-        "prompts/get",
-        {"name": "test_prompt_with_arguments", "arguments": {"arg1": SURROGATE, "arg2": "b"}},
-        12,
-    ),
-    "raw-method": rpc("test/echo", {"text": SURROGATE}, 13),
-}
 
-
-@pytest.mark.parametrize("kind", sorted(SURROGATE_RESULTS))
 async def test_a_result_with_a_lone_surrogate_is_internal_error_for_its_id_and_so_recorded(
-    any_mode_server: LiveServer, http: httpx.AsyncClient, kind: str
+    any_mode_server: LiveServer, http: httpx.AsyncClient
 ) -> None:
+    """A raw method's result (its params as sent, echoed): what the handler returns, JSON cannot carry."""
     session = await open_session(http, any_mode_server.url)
-    message = SURROGATE_RESULTS[kind]
+    message = rpc("test/echo", {"text": SURROGATE}, 13)
     response = await post(session, message)
     assert response.status_code == 200
     answer = only_answer(response, message["id"])
@@ -164,6 +154,22 @@ async def test_a_result_with_a_lone_surrogate_is_internal_error_for_its_id_and_s
     recorded = (await records(session))[f"i:{message['id']}"]
     assert recorded["state"] == "answered"
     assert recorded["outcome"] == {"error": answer["error"]}  # what was sent, not "a result"
+    assert await nothing_pending(session)
+
+
+async def test_a_lone_surrogate_in_a_tools_or_a_prompts_arguments_is_refused_before_it_runs(
+    any_mode_server: LiveServer, http: httpx.AsyncClient
+) -> None:
+    """Valid in the request's JSON (the escape), but no text, which a handler's ``str`` is: the tool's call
+    is an invalid-arguments result and the prompt's -32602, neither handler run (its queries would fail on
+    SQLite and PostgreSQL alike, as an internal error)."""
+    session = await open_session(http, any_mode_server.url)
+    tool = only_answer(await post(session, call(11, "echo", text="a" + SURROGATE)), 11)
+    assert tool["result"]["isError"] is True, tool
+    assert tool["result"]["content"][0]["text"].startswith("Invalid arguments for tool echo: text: ")
+    prompt = rpc("prompts/get", {"name": "test_prompt_with_arguments", "arguments": {"arg1": SURROGATE}}, 12)
+    refused = only_answer(await post(session, prompt), 12)
+    assert refused["error"]["code"] == -32602, refused
     assert await nothing_pending(session)
 
 
@@ -257,7 +263,7 @@ async def test_each_member_of_a_batch_is_answered_on_its_own(
     assert len(by_id) == len(replies) - 2, replies  # ids are unique; two members had no readable id
     assert sorted(by_id) == [1, 2, 3, 4, 5, 6]
     assert by_id[1]["result"]["content"] == [{"type": "text", "text": "fine"}]
-    assert by_id[2]["error"]["code"] == -32603
+    assert by_id[2]["result"]["isError"] is True  # a tool's str is text: refused before it runs
     assert by_id[3]["error"]["code"] == -32603
     assert by_id[4]["error"]["code"] == -32600
     assert by_id[5]["error"] == {"code": -32602, "message": "Unknown prompt: \ufffd"}
@@ -265,7 +271,7 @@ async def test_each_member_of_a_batch_is_answered_on_its_own(
     assert [m["error"]["code"] for m in replies if m["id"] is None] == [-32600, -32600]
     stored = await records(session)
     assert {key: r["state"] for key, r in stored.items()} == {f"i:{n}": "answered" for n in (1, 2, 3, 5, 6)}
-    assert stored["i:2"]["outcome"] == {"error": by_id[2]["error"]}
+    assert stored["i:3"]["outcome"] == {"error": by_id[3]["error"]}  # what was sent
 
 
 # -- values a ledger column cannot hold: SQLite and PostgreSQL, database and cache ledger --------------------
@@ -359,10 +365,11 @@ async def test_values_a_ledger_column_cannot_hold_are_refused_or_stored_safely(
         32: (call(32, SURROGATE), -32602, "\ufffd"),
         33: (rpc("resources/read", {"uri": "test://a\x00b"}, 33), -32002, "test://a\ufffdb"),
         34: (rpc("resources/read", {"uri": "test://" + SURROGATE}, 34), -32002, "test://\ufffd"),
-        35: (call(35, "echo", text=SURROGATE), -32603, "echo"),
     }
     for request_id, (message, code, _name) in expected.items():
         assert only_answer(await post(session, message), request_id)["error"]["code"] == code
+    unreadable = only_answer(await post(session, call(35, "echo", text=SURROGATE)), 35)
+    assert unreadable["result"]["isError"] is True  # the client's text, refused before the tool runs
     nul_text = only_answer(await post(session, call(36, "echo", text="a\x00b")), 36)
     assert nul_text["result"]["content"] == [{"type": "text", "text": "a\x00b"}]  # NUL is fine on the wire
 
@@ -380,6 +387,6 @@ async def test_values_a_ledger_column_cannot_hold_are_refused_or_stored_safely(
     accepted_keys = {request_key(i) for i in ACCEPTED_IDS}
     assert accepted_keys <= set(stored)
     assert all(stored[key]["state"] == "answered" for key in accepted_keys)
-    served = {"i:1", "i:20"} | accepted_keys | {f"i:{n}" for n in [*expected, 36]}  # initialize was id 1
+    served = {"i:1", "i:20"} | accepted_keys | {f"i:{n}" for n in [*expected, 35, 36]}  # initialize was id 1
     assert set(stored) == served  # nothing of what was refused
     assert await nothing_pending(session)

@@ -84,9 +84,9 @@ HOSTILE_LINES: list[tuple[str, bytes, Any, int | None]] = [
     ("long-method", line(rpc("m" * 300, {}, 28)), 28, -32601),  # unknown, however long
     ("huge-id", line(rpc("ping", None, MAX_INT_ID + 1)), MAX_INT_ID + 1, -32600),
     ("surrogate-method", line(rpc("tools/" + SURROGATE, {}, 20)), 20, -32600),
-    ("surrogate-result", line(call(21, "echo", text=SURROGATE)), 21, -32603),
+    ("surrogate-result", line(rpc("test/echo", {"text": SURROGATE}, 21)), 21, -32603),  # raw: as sent
     (
-        "surrogate-prompt",
+        "surrogate-prompt-argument",  # a handler's str is text: refused before the prompt runs
         line(
             rpc(
                 "prompts/get",
@@ -95,7 +95,7 @@ HOSTILE_LINES: list[tuple[str, bytes, Any, int | None]] = [
             )
         ),
         22,
-        -32603,
+        -32602,
     ),
     (
         "infinite-result",
