@@ -16,7 +16,7 @@ from ..wire.errors import INTERNAL_ERROR, JSONRPCError
 from ..wire.jsonrpc import RequestId, encodable
 from ..wire.versions import is_sessionless_version
 from .interfaces import ProcessView, ServerView
-from .rounds import INPUT_METHODS, InputRequest, InputRounds
+from .rounds import INPUT_METHODS, InputRequest, InputRounds, readable_answer
 from .tasks import Detach
 
 if TYPE_CHECKING:
@@ -277,7 +277,8 @@ class Context:
             key = key or rounds.next_key(request)
             return rounds.take({key: request})[key]
         self._require(request.capability)
-        return await self.peer.request(request.method, request.params or None)
+        answer = await self.peer.request(request.method, request.params or None)
+        return readable_answer(request.method, "the client's answer", answer)
 
     async def elicit(
         self, message: str, requested_schema: dict[str, Any], *, key: str | None = None

@@ -14,12 +14,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from mcp_types import _v2026_07_28 as v2026
 from pydantic import BaseModel, ValidationError
 
 from ..wire.errors import INVALID_PARAMS, JSONRPCError
+from ..wire.jsonrpc import lone_surrogate_at
 
 __all__ = [
     "INPUT_METHODS",
@@ -27,6 +28,7 @@ __all__ = [
     "InputRequest",
     "InputRequired",
     "InputRounds",
+    "readable_answer",
     "round_token",
 ]
 
@@ -53,6 +55,9 @@ def round_token(request_state: object) -> str | None:
     if not isinstance(request_state, str):
         return None
     return hashlib.sha256(request_state.encode()).hexdigest()[:32]
+
+
+_Answer = TypeVar("_Answer")
 
 
 @dataclass(frozen=True)
@@ -126,7 +131,20 @@ class InputRequest:
             raise JSONRPCError(
                 INVALID_PARAMS, f"inputResponses[{key!r}] is not a valid {self.method} result: {detail}"
             ) from None
+        return readable_answer(self.method, f"inputResponses[{key!r}]", answer)
+
+
+def readable_answer(method: str, label: str, answer: _Answer) -> _Answer:
+    """``answer`` (the client's result of ``method``) unless a string in it holds a lone UTF-16 surrogate:
+    -32602, as for a tool's arguments. What the user typed into a form is text the handler stores."""
+    where = lone_surrogate_at(answer)
+    if where is None:
         return answer
+    path = ".".join(str(part) for part in where) or "the result"
+    raise JSONRPCError(
+        INVALID_PARAMS,
+        f"{label} is not a valid {method} result: {path}: a string holds a lone UTF-16 surrogate",
+    )
 
 
 class InputRequired(BaseException):

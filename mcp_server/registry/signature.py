@@ -12,7 +12,7 @@ from django.db import close_old_connections
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
-from ..wire.jsonrpc import encodable
+from ..wire.jsonrpc import lone_surrogate_at
 
 __all__ = ["HandlerSignature", "McpHeader", "call_handler"]
 
@@ -76,7 +76,7 @@ class HandlerSignature:
     def bind(self, arguments: dict[str, Any] | None, context: Any) -> dict[str, Any]:
         """Validate ``arguments`` and return keyword arguments; raises ``pydantic.ValidationError``."""
         arguments = arguments or {}
-        where = None if _plain(arguments) else _lone_surrogate_at(arguments)
+        where = None if _plain(arguments) else lone_surrogate_at(arguments)
         if where is not None:  # valid in the request's JSON, but no text: what a str parameter never gets
             error = {"type": "string_unicode", "loc": where, "input": "<a lone UTF-16 surrogate>"}
             raise ValidationError.from_exception_data(self.model.__name__, [error])  # type: ignore[list-item]
@@ -102,26 +102,6 @@ def _plain(arguments: dict[str, Any]) -> bool:
         elif value is not None and type(value) not in (int, float, bool):
             return False
     return True
-
-
-def _lone_surrogate_at(arguments: dict[str, Any]) -> tuple[str | int, ...] | None:
-    """Where ``arguments`` hold a string with a lone UTF-16 surrogate (a key or a value, at any depth), or
-    ``None``. A handler's ``str`` is text: such a string fails Django's queries (SQLite and PostgreSQL both
-    refuse it), and only the JSON escape ``\\ud800`` can carry it here."""
-    stack: list[tuple[tuple[str | int, ...], Any]] = [((), arguments)]
-    while stack:
-        loc, value = stack.pop()
-        if isinstance(value, str):
-            if not encodable(value):
-                return loc
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                if isinstance(key, str) and not encodable(key):
-                    return (*loc, key)
-                stack.append(((*loc, key), item))
-        elif isinstance(value, list):
-            stack.extend(((*loc, n), item) for n, item in enumerate(value))
-    return None
 
 
 def _run_sync(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -45,6 +45,7 @@ __all__ = [
     "encode_reply",
     "error_response",
     "id_problem",
+    "lone_surrogate_at",
     "method_problem",
     "notification",
     "parse_message",
@@ -165,6 +166,26 @@ def encodable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def lone_surrogate_at(value: Any) -> tuple[str | int, ...] | None:
+    """Where ``value`` holds a string with a lone UTF-16 surrogate (a key or a value, at any depth), as a
+    path of keys and indexes; ``None`` when it holds none. Valid as a JSON escape (``"\\ud800"``), such a
+    string is no text: UTF-8 cannot carry it, and SQLite and PostgreSQL both refuse it."""
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, str):
+            if not encodable(item):
+                return where
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str) and not encodable(key):
+                    return (*where, key)
+                stack.append(((*where, key), child))
+        elif isinstance(item, list):
+            stack.extend(((*where, n), child) for n, child in enumerate(item))
+    return None
 
 
 def id_problem(value: Any) -> str | None:

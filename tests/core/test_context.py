@@ -142,6 +142,24 @@ async def test_elicit_asks_for_a_form_and_returns_the_clients_answer() -> None:
     assert len(outbound) == 0
 
 
+async def test_an_answer_with_a_lone_surrogate_never_reaches_the_handler() -> None:
+    """What the user typed is text the handler stores; a lone surrogate (a JSON escape, no text) would fail
+    its query on SQLite and PostgreSQL alike: the handler's ask raises -32602 naming where it is."""
+    peer = LoopbackPeer()
+    ctx = make_context(peer)
+    task = asyncio.create_task(ctx.elicit("Your name?", FEATURE_ELICIT_SCHEMA))
+    request = await asked(peer)
+    unreadable = {"action": "accept", "content": {"name": "Ad\ud800a"}}
+    await answer(ctx, {"jsonrpc": "2.0", "id": request["id"], "result": unreadable})
+    with pytest.raises(JSONRPCError) as refused:
+        await task
+    assert refused.value.code == -32602
+    assert refused.value.message == (
+        "the client's answer is not a valid elicitation/create result: content.name: "
+        "a string holds a lone UTF-16 surrogate"
+    )
+
+
 async def test_each_request_gets_its_own_id() -> None:
     peer = LoopbackPeer()
     ctx = make_context(peer)

@@ -181,6 +181,18 @@ async def test_an_answer_without_a_state_is_taken_and_unknown_keys_are_ignored()
     assert text_of(await call("tools/call", tool("ask_name", inputResponses=responses))) == "Hello, Alice!"
 
 
+async def test_an_answer_with_a_lone_surrogate_is_refused_before_the_handler_sees_it() -> None:
+    """The user's text, stored by the handler: a lone surrogate (a JSON escape, no text) is -32602."""
+    unreadable = {"action": "accept", "content": {"name": "Al\udfffice"}}
+    error = (await call("tools/call", tool("ask_name", inputResponses={"user_name": unreadable})))["error"]
+    assert error["code"] == -32602
+    assert error["message"] == (
+        "inputResponses['user_name'] is not a valid elicitation/create result: content.name: "
+        "a string holds a lone UTF-16 surrogate"
+    )
+    assert RUNS == ["ask_name"]  # up to its ask, which raised: the answer never reached it
+
+
 async def test_a_missing_answer_is_asked_again() -> None:
     result = (await call("tools/call", tool("ask_name", inputResponses={"wrong_key": ALICE})))["result"]
     assert result["resultType"] == "input_required"

@@ -20,6 +20,7 @@ from mcp_server.wire.jsonrpc import (
     encode_message,
     encode_reply,
     error_response,
+    lone_surrogate_at,
     parse_message,
     refusal,
     result_response,
@@ -78,6 +79,21 @@ def test_an_escaped_lone_surrogate_is_valid_json() -> None:
 
 
 # -- request ids and methods -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "where"),
+    [
+        ({"text": "fine", "n": 1, "list": ["é", "🎉"], "nul": "a\x00b"}, None),
+        ("\ud800", ()),
+        ({"text": "a\udfffb"}, ("text",)),
+        ({"a": [1, {"b": ["ok", "\ud83d"]}]}, ("a", 1, "b", 1)),
+        ({"ok": {"\ud800": 1}}, ("ok", "\ud800")),
+        ([[[[["\udc00"]]]]], (0, 0, 0, 0, 0)),
+    ],
+)
+def test_a_lone_surrogate_is_found_where_it_is(value: Any, where: tuple[str | int, ...] | None) -> None:
+    assert lone_surrogate_at(value) == where
 
 
 @pytest.mark.parametrize(
