@@ -18,6 +18,7 @@ from ..registry.access import REQUIRED_SCOPE_KEY, ausable, listed_entries
 from ..registry.server import MCPServer, check_method_name, server_of
 from ..registry.signature import call_handler
 from ..wire.errors import INVALID_PARAMS, METHOD_NOT_FOUND, JSONRPCError, ResourceNotFound
+from ..wire.jsonrpc import lone_surrogate_at
 from ..wire.shapes import is_plain_call_params, shaped_result
 from ..wire.v2026_07_28 import BUILTIN_METHODS, TASK_METHODS
 from .listen import listen
@@ -132,6 +133,17 @@ async def _set_level(ctx: Context) -> dict[str, Any]:
     return {}
 
 
+def _refuse_unreadable(text: dict[str, Any]) -> None:
+    """-32602 when what a completion handler gets holds a lone UTF-16 surrogate (no text: as for a tool's
+    arguments, the site's code never sees one)."""
+    where = lone_surrogate_at(text)
+    if where is not None:
+        path = ".".join(str(part) for part in where)
+        raise JSONRPCError(
+            INVALID_PARAMS, f"Invalid params for completion/complete: params.{path}: a lone UTF-16 surrogate"
+        )
+
+
 async def _complete(ctx: Context) -> dict[str, Any]:
     ref = ctx.params["ref"]
     key = f"{ref['type']}:{ref.get('name') or ref.get('uri')}"
@@ -148,6 +160,7 @@ async def _complete(ctx: Context) -> dict[str, Any]:
     values: Any = []
     if handler is not None:
         context_arguments = (ctx.params.get("context") or {}).get("arguments") or {}
+        _refuse_unreadable({"argument": argument, "context": {"arguments": context_arguments}})
         values = await call_handler(handler, argument["name"], argument["value"], context_arguments)
     if isinstance(values, dict):
         return {"completion": values}

@@ -318,6 +318,22 @@ async def test_completion_keeps_100_values(count: int, kept: int, more: bool) ->
     assert (completion["total"], completion["hasMore"]) == (count, more)
 
 
+@pytest.mark.parametrize(
+    ("params", "where"),
+    [
+        (prompt_ref("greet", "a\ud800"), "params.argument.value"),
+        (prompt_ref("greet", "a", {"count": "\udfff"}), "params.context.arguments.count"),
+    ],
+)
+async def test_a_lone_surrogate_never_reaches_a_completion_handler(
+    params: dict[str, Any], where: str
+) -> None:
+    """No text (a JSON escape only): as for a tool's arguments, the site's code never sees one."""
+    error = await refused("completion/complete", params)
+    assert error.code == -32602
+    assert error.message == f"Invalid params for completion/complete: {where}: a lone UTF-16 surrogate"
+
+
 async def test_a_completion_dict_is_passed_through() -> None:
     result = await call("completion/complete", prompt_ref("greet", "dict"))
     assert result["completion"] == {"values": ["from a dict"], "total": 7, "hasMore": True}
