@@ -93,8 +93,10 @@ class HandlerSignature:
 
 def _plain(arguments: dict[str, Any]) -> bool:
     """Whether ``arguments`` are flat, with ASCII keys and text (the usual call: no walk needed)."""
+    if type(arguments) is not dict:  # (the schema refuses anything but an object; a caller in Python may not)
+        return False
     for key, value in arguments.items():
-        if not key.isascii():
+        if type(key) is not str or not key.isascii():
             return False
         if type(value) is str:
             if not value.isascii():

@@ -251,6 +251,8 @@ async def test_a_lone_surrogate_never_reaches_a_handler(arguments: dict[str, Any
     assert ran == []
     fine = await server.tools["record"].call({"label": "é🎉", "point": {"x": 1, "y": 2}, "note": ["ü"]}, None)
     assert fine["content"] == [{"type": "text", "text": "é🎉"}]
+    for odd in ([1], {1: "a"}):  # from Python (the schema refuses them on the wire): still a validation error
+        assert (await server.tools["record"].call(odd, None))["isError"] is True
 
 
 async def test_tool_error_becomes_is_error_with_its_message() -> None:
