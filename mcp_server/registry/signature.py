@@ -76,7 +76,7 @@ class HandlerSignature:
     def bind(self, arguments: dict[str, Any] | None, context: Any) -> dict[str, Any]:
         """Validate ``arguments`` and return keyword arguments; raises ``pydantic.ValidationError``."""
         arguments = arguments or {}
-        where = None if _plain(arguments) else lone_surrogate_at(arguments)
+        where = lone_surrogate_at(arguments)
         if where is not None:  # valid in the request's JSON, but no text: what a str parameter never gets
             error = {"type": "string_unicode", "loc": where, "input": "<a lone UTF-16 surrogate>"}
             raise ValidationError.from_exception_data(self.model.__name__, [error])  # type: ignore[list-item]
@@ -89,21 +89,6 @@ class HandlerSignature:
         if self.context_param is not None:
             kwargs[self.context_param] = context
         return kwargs
-
-
-def _plain(arguments: dict[str, Any]) -> bool:
-    """Whether ``arguments`` are flat, with ASCII keys and text (the usual call: no walk needed)."""
-    if type(arguments) is not dict:  # (the schema refuses anything but an object; a caller in Python may not)
-        return False
-    for key, value in arguments.items():
-        if type(key) is not str or not key.isascii():
-            return False
-        if type(value) is str:
-            if not value.isascii():
-                return False
-        elif value is not None and type(value) not in (int, float, bool):
-            return False
-    return True
 
 
 def _run_sync(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

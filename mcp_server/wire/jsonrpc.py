@@ -171,7 +171,17 @@ def encodable(text: str) -> bool:
 def lone_surrogate_at(value: Any) -> tuple[str | int, ...] | None:
     """Where ``value`` holds a string with a lone UTF-16 surrogate (a key or a value, at any depth), as a
     path of keys and indexes; ``None`` when it holds none. Valid as a JSON escape (``"\\ud800"``), such a
-    string is no text: UTF-8 cannot carry it, and SQLite and PostgreSQL both refuse it."""
+    string is no text: UTF-8 cannot carry it, and SQLite and PostgreSQL both refuse it.
+
+    orjson writes only UTF-8: what it writes holds none (a tenth of a microsecond for a call's arguments).
+    What it refuses (such a string, or an integer past 64 bits, a key that is no text, a deep nesting) is
+    walked."""
+    try:
+        orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        pass
+    else:
+        return None
     stack: list[tuple[tuple[str | int, ...], Any]] = [((), value)]
     while stack:
         where, item = stack.pop()
