@@ -11,6 +11,7 @@ surrogates and NUL characters are valid JSON escapes.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import sys
@@ -41,6 +42,7 @@ __all__ = [
     "plainly_valid_request",
     "read_http",
     "render",
+    "sentinel",
     "single_messages",
     "strict_json",
 ]
@@ -56,6 +58,12 @@ FUZZ = settings(
 )
 """The fuzz tests' settings: ``MCP_FUZZ_EXAMPLES`` examples each (60 unless set), no deadline (a live
 server answers each)."""
+
+
+def sentinel(data: bytes) -> bytes:
+    """``data`` as a 2026-07-28 header carries what is not plain ASCII: ``=?base64?<data>?=``."""
+    return b"=?base64?" + base64.b64encode(data) + b"?="
+
 
 UNSENDABLE = "the response could not be sent as JSON"
 """The -32603 of a handler whose result JSON cannot carry (``test/echo`` of a lone surrogate or ``1e400``)."""

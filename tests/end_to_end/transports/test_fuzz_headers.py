@@ -18,19 +18,14 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.support.hostile import strict_json
+from tests.support.hostile import FUZZ, sentinel, strict_json
 from tests.support.live import LiveServer, shared_site, start_server
 from tests.support.raw import ACCEPT_BOTH, LATEST, MODERN, content_type, open_session, rpc, sessionless_meta
 
 TIMEOUT = 20.0
-FUZZ = settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
 HTTP_BYTES = bytes([9, *range(0x20, 0x7F), *range(0x80, 0x100)])
 """What a header value may hold on the wire (h11 refuses control characters)."""
 
@@ -38,10 +33,6 @@ HTTP_BYTES = bytes([9, *range(0x20, 0x7F), *range(0x80, 0x100)])
 def carried(value: bytes) -> bytes:
     """``value`` as HTTP can carry it: only the bytes a field value may hold, no space at either end."""
     return bytes(b for b in value if b in HTTP_BYTES).strip(b" \t")
-
-
-def sentinel(text: bytes) -> bytes:
-    return b"=?base64?" + base64.b64encode(text) + b"?="
 
 
 STREAM = "p" + "0123456789abcdef" * 2

@@ -14,7 +14,6 @@ nothing is left in flight, in the worker or in the ledger.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 from collections.abc import Iterator
 from typing import Any
@@ -38,6 +37,7 @@ from tests.support.hostile import (
     read_http,
     render,
     requests,
+    sentinel,
 )
 from tests.support.live import LiveServer, shared_site, start_server
 from tests.support.raw import ACCEPT_BOTH, MODERN, rpc, sessionless_meta
@@ -60,7 +60,7 @@ def header_value(value: str) -> bytes:
     if value.isascii() and value.isprintable() and value == value.strip() and value:
         written = value.encode()
     else:
-        written = b"=?base64?" + base64.b64encode(value.encode("utf-8", "surrogatepass")) + b"?="
+        written = sentinel(value.encode("utf-8", "surrogatepass"))
     return written[:HEADER_BYTES]
 
 
