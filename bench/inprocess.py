@@ -2,13 +2,15 @@
 
 ``tools/call`` echo at concurrency ``--concurrency`` on uvloop, each call a POST handed to the application as
 an ASGI server would hand it (2026-07-28 requests: no session). Prints the CPU time per call (every thread of
-the process, the ledger writer's included), what the cyclic garbage collector did meanwhile (passes per
-generation and their time), and with ``--cycles`` the objects each call left to the collector (run with the
-collector off: none is the goal), or with ``--profile N`` the N functions of most own time (``cProfile``).
+the process, the ledger writer's included, and each thread's share), what the cyclic garbage collector did
+meanwhile (passes per generation and their time), and with ``--cycles`` the objects each call left to the
+collector (run with the collector off: none is the goal), or with ``--profile N`` the N functions of most own
+time (``cProfile``).
 
     .venv/bin/python bench/inprocess.py                      # 20,000 calls, c16
     .venv/bin/python bench/inprocess.py --cycles --calls 2000
     .venv/bin/python bench/inprocess.py --profile 40 --calls 10000
+    .venv/bin/python bench/inprocess.py --hold-lock          # the event loop alone (the writer falls behind)
 
 It found the reference cycle every request used to leave (49 objects a call, a sixth of its CPU in the
 collector's passes): see the benchmarks page.
@@ -24,6 +26,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -109,12 +112,34 @@ async def call(application: Any, request_id: int) -> None:
         raise RuntimeError(f"not answered 200: {sent[:1]}")
 
 
-async def drive(application: Any, calls: int, concurrency: int) -> None:
+async def drive(application: Any, calls: int, concurrency: int, *, hold_lock: bool = False) -> None:
     async def worker(first: int) -> None:
         for n in range(calls // concurrency):
             await call(application, first + n)
+            if hold_lock:
+                continue
+            # What a server's event loop does between callbacks: it lets go of the interpreter lock while it
+            # polls its sockets. Without it this loop never does, and the ledger writer's thread, starved of
+            # the lock, wrote next to nothing: its records piled up (20,000 after 20,000 calls), its CPU was
+            # missing from the figure, and the collector's full passes walked the pile (~9 ms each).
+            # (``os.sched_yield`` let go too briefly: the writer still fell behind.) ``--hold-lock``: as
+            # before, the event loop's own cost alone, steadier for comparing changes to the request path.
+            time.sleep(0)  # noqa: ASYNC251
 
     await asyncio.gather(*(worker(k * 10_000_000) for k in range(concurrency)))
+
+
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds (user + system) of each live thread of this process, by thread name (from ``/proc``)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for thread in threading.enumerate():
+        try:
+            fields = Path(f"/proc/self/task/{thread.native_id}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # (ended meanwhile, or no /proc)
+            continue
+        out[thread.name] = (int(fields[11]) + int(fields[12])) / ticks
+    return out
 
 
 def cyclic_garbage() -> Counter[str]:
@@ -140,9 +165,11 @@ async def measure(application: Any, args: argparse.Namespace) -> None:
 
         profile = cProfile.Profile()
         profile.enable()
+    threads_before = thread_cpu()
     cpu, wall = time.process_time(), time.perf_counter()
-    await drive(application, args.calls, args.concurrency)
+    await drive(application, args.calls, args.concurrency, hold_lock=args.hold_lock)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    threads = {name: seconds - threads_before.get(name, 0.0) for name, seconds in thread_cpu().items()}
     if profile is not None:
         import pstats
 
@@ -153,6 +180,9 @@ async def measure(application: Any, args: argparse.Namespace) -> None:
         f"{args.calls} calls at c{args.concurrency}: {cpu / args.calls * 1e6:.1f} us CPU a call, "
         f"{args.calls / wall:.0f} calls/s"
     )
+    busy = {name: seconds for name, seconds in threads.items() if seconds > 0}
+    shares = ", ".join(f"{name} {seconds / args.calls * 1e6:.1f} us" for name, seconds in busy.items())
+    print(f"  of which, by thread: {shares}")
     spent = sum(collector.seconds)
     print(
         f"collector: passes {collector.passes}, ms {[round(s * 1000, 1) for s in collector.seconds]}, "
@@ -174,6 +204,12 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--cycles", action="store_true", help="collector off: count what each call leaves it")
     parser.add_argument("--profile", type=int, default=0, help="print the N functions of most own time")
+    parser.add_argument(
+        "--hold-lock",
+        action="store_true",
+        help="never let go of the interpreter lock between calls: the event loop's cost alone (the ledger "
+        "writer falls behind, and its records pile up)",
+    )
     args = parser.parse_args()
 
     from tests.support.live import migrated_template
