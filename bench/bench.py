@@ -77,7 +77,7 @@ async def worker(
             counts.duplicated += 1
         elif replies:
             counts.answered += 1
-        elif cancel and response.status_code == 202:
+        elif cancel and response.status_code in (200, 202):  # no reply: 202, or (sse) a stream that ended
             counts.cancelled += 1
         else:
             counts.missing += 1
