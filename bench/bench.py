@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.support.live import DAPHNE, LiveServer, start_command  # noqa: E402
-from tests.support.raw import messages_of, open_session, rpc  # noqa: E402
+from tests.support.raw import content_type, messages_of, open_session, rpc  # noqa: E402
 
 BACKENDS = {
     "database": "mcp_server.stores.ledger.database.DatabaseLedger",
@@ -77,8 +77,8 @@ async def worker(
             counts.duplicated += 1
         elif replies:
             counts.answered += 1
-        elif cancel and response.status_code in (200, 202):  # no reply: 202, or (sse) a stream that ended
-            counts.cancelled += 1
+        elif cancel and (response.status_code == 202 or content_type(response) == "text/event-stream"):
+            counts.cancelled += 1  # no reply: a bodiless 202, or (sse) a stream that ended without one
         else:
             counts.missing += 1
     await session.delete()

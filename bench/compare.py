@@ -41,10 +41,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.proc import cpu_seconds  # noqa: E402
 from bench.rows import ROWS, Figures, Outcome, Row, print_markdown, print_outcome, print_summary  # noqa: E402
 from tests.support.live import free_port, migrated_template, stop_process, wait_for_port  # noqa: E402
-
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -58,8 +57,7 @@ class Server:
         return f"http://127.0.0.1:{self.port}/mcp"
 
     def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
+        return cpu_seconds(self.process.pid)
 
     def rss_mib(self) -> float:
         """The process's resident set (``VmRSS``), in MiB."""

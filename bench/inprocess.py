@@ -35,6 +35,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.proc import cpu_seconds  # noqa: E402
+
 MODERN = "2026-07-28"
 META = {
     "io.modelcontextprotocol/protocolVersion": MODERN,
@@ -130,15 +132,15 @@ async def drive(application: Any, calls: int, concurrency: int, *, hold_lock: bo
 
 
 def thread_cpu() -> dict[str, float]:
-    """CPU seconds (user + system) of each live thread of this process, by thread name (from ``/proc``)."""
-    ticks = os.sysconf("SC_CLK_TCK")
+    """CPU seconds (user + system) of each live thread of this process, by thread name."""
     out: dict[str, float] = {}
     for thread in threading.enumerate():
+        if thread.native_id is None:  # (not started)
+            continue
         try:
-            fields = Path(f"/proc/self/task/{thread.native_id}/stat").read_text().rsplit(")", 1)[1].split()
+            out[thread.name] = cpu_seconds(thread=thread.native_id)
         except OSError:  # (ended meanwhile, or no /proc)
             continue
-        out[thread.name] = (int(fields[11]) + int(fields[12])) / ticks
     return out
 
 

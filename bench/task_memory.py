@@ -33,17 +33,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.bench import rss_kib  # noqa: E402
+from bench.proc import cpu_seconds  # noqa: E402
 from tests.support.live import DAPHNE, LiveServer, start_command  # noqa: E402
 from tests.support.raw import messages_of, rpc, sessionless_headers, sessionless_meta  # noqa: E402
 from tests.support.wait import wait_for  # noqa: E402
 
 CAPABILITIES: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {}}
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of the process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100.0
 
 
 class Client:

@@ -44,7 +44,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import sys
 import tempfile
 import time
@@ -56,6 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.loadgen import Connection, replies_in  # noqa: E402
+from bench.proc import cpu_seconds  # noqa: E402
 from mcp_server.checks import SQLITE_OPTIONS  # noqa: E402
 from tests.support.admin import create_superuser  # noqa: E402
 from tests.support.auth import manage  # noqa: E402
@@ -101,8 +101,7 @@ def process_cpu_seconds(pid: int) -> float:
     total = 0.0
     for each in (pid, *children_of(pid)):
         with contextlib.suppress(OSError):
-            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            total += cpu_seconds(each)
     return total
 
 
