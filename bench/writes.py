@@ -44,6 +44,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import sys
 import tempfile
 import time
@@ -53,6 +54,13 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+import django  # noqa: E402
+
+# ``mcp_server.checks`` reaches the models (the apps' views' CSP check): Django is set up first, as the test
+# site (the servers this script starts have their own settings, from their environment).
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+django.setup()
 
 from bench.loadgen import Connection, replies_in  # noqa: E402
 from bench.proc import cpu_seconds  # noqa: E402
